@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Compile the generated dispatches with iree-compile over all cores.
+
+Each dispatch gets a verify build (with its executable configuration dumped, to check that the
+requested tuning configuration is the one IREE used) and a profile build (dispatches repeated so
+that timing excludes invocation overhead). A failing configuration is recorded with its reason;
+the others go on.
+"""
+from __future__ import annotations
+
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Sequence
+
+import options
+from library import UserError
+from launchers import IreeTools, compile_dispatch
+from manifest import Manifest, select
+from progress import Progress
+
+
+def parser() -> options.ArgumentParser:
+    p = options.ArgumentParser(description=__doc__,
+                               formatter_class=options.argparse.RawDescriptionHelpFormatter)
+    options.add_generated_dir(p)
+    options.add_iree_bin_dir(p)
+    options.add_dispatches(p)
+    options.add_target(p, recorded=True)
+    p.add_argument("-j", "--num-cpu", type=options.parse_num_cpu, default="-1",
+                   help="parallel compiles; -1 = all cores (default)")
+    p.add_argument("--force-compile", type=options.parse_bool, nargs="?", const=True, default=False,
+                   metavar="BOOL", help="recompile even up-to-date dispatches")
+    p.add_argument("--compile-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="limit for one iree-compile run (default: 300)")
+    p.add_argument("--iree-compile-extra-flags", default="", metavar="FLAGS",
+                   help='further flags for every compile, e.g. "--iree-opt-level=O3"')
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    manifest = Manifest.load(args.generated_dir)
+    target = options.check_target(args, manifest.target)
+    dispatches = select(manifest.dispatches, args.dispatches)
+    try:
+        extra_flags = shlex.split(args.iree_compile_extra_flags)
+    except ValueError as error:
+        raise UserError(f"--iree-compile-extra-flags: {error}") from None
+    tools = IreeTools.locate(args.iree_bin_dir)
+    version = tools.version()
+
+    print(f"Compiling {len(dispatches)} dispatches for {target.name} with {args.num_cpu} "
+          f"parallel jobs (IREE {version})")
+    counts = {"compiled": 0, "up-to-date": 0, "failed": 0}
+    progress = Progress(len(dispatches), "dispatches compiled")
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.num_cpu) as pool:
+        jobs = {pool.submit(compile_dispatch, tools, target, manifest.paths(d), d.configuration,
+                            d.operation.flops, extra_flags, args.compile_timeout,
+                            args.force_compile, version): d for d in dispatches}
+        for job in as_completed(jobs):
+            record, up_to_date = job.result()
+            if record.status != "ok":
+                counts["failed"] += 1
+                progress.message(f"FAILED {record.dispatch}: {record.reason}")
+            else:
+                counts["up-to-date" if up_to_date else "compiled"] += 1
+                if record.config_applied == "no":
+                    progress.message(f"NOTE {record.dispatch}: IREE did not apply the requested "
+                                     "configuration (Config applied: no)")
+            progress.advance()
+    print(f"Compiled {counts['compiled']}, up-to-date {counts['up-to-date']}, failed "
+          f"{counts['failed']} in {time.perf_counter() - start:.1f} s wall time")
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    options.run_main(main)

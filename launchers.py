@@ -1,0 +1,331 @@
+"""The only module that runs IREE: compile, run, benchmark, and read the dumped configuration.
+
+Every call returns a typed result; a dispatch's own failure (compile error, crash, hang) is a
+status with a reason, never an exception. Subprocesses get argument lists, timeouts and logs.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from library import Target, TuningConfiguration, UserError
+from manifest import DispatchPaths, write_atomically
+
+TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
+
+
+@dataclass(frozen=True)
+class IreeTools:
+    compile: Path
+    run_module: Path
+    benchmark_module: Path
+
+    @classmethod
+    def locate(cls, bin_dir: Path | None = None) -> "IreeTools":
+        """The native executables: from `bin_dir` (or its tools/), else inside the pip wheels.
+
+        The wheels' console scripts are Python wrappers costing ~0.1 s a call, so we bypass them.
+        """
+        if bin_dir is not None:
+            folders = [bin_dir / "tools", bin_dir]
+        else:
+            folders = []
+            try:
+                import iree.compiler
+                import iree.runtime  # noqa: F401  (makes iree._runtime_libs importable)
+                import iree._runtime_libs
+                folders = [Path(iree.compiler.__file__).parent / "_mlir_libs",
+                           Path(iree._runtime_libs.__file__).parent]
+            except ImportError:
+                pass
+        found = {}
+        for name in TOOL_NAMES:
+            candidates = [f / name for f in folders if (f / name).is_file()]
+            if not candidates and bin_dir is None and shutil.which(name):
+                candidates = [Path(shutil.which(name))]
+            if not candidates:
+                where = f"in {bin_dir} or {bin_dir}/tools" if bin_dir else \
+                    "(install iree-base-compiler and iree-base-runtime, or pass --iree-bin-dir)"
+                raise UserError(f"cannot find {name} {where}")
+            found[name] = candidates[0]
+        return cls(*(found[n] for n in TOOL_NAMES))
+
+    def version(self) -> str:
+        result = run([str(self.compile), "--version"], timeout=60)
+        for line in result.stdout.splitlines():
+            if "compiler version" in line:
+                return line.split("compiler version", 1)[1].strip()
+        return "unknown"
+
+
+@dataclass
+class ProcessResult:
+    returncode: int | None  # None: killed at the timeout
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def failure(self, what: str, timeout: float) -> str:
+        """One line saying why a failed process failed."""
+        if self.returncode is None:
+            return f"{what} timed out after {timeout:g} s"
+        if self.returncode < 0:
+            return f"{what} crashed ({signal.Signals(-self.returncode).name})"
+        errors = [line.strip() for line in self.stderr.splitlines() if "error" in line.lower()]
+        detail = errors[0] if errors else (self.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"{what} exited {self.returncode}: {detail[:300]}"
+
+
+def run(command: list[str], timeout: float) -> ProcessResult:
+    start = time.perf_counter()
+    try:
+        process = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                 stdin=subprocess.DEVNULL)
+        return ProcessResult(process.returncode, process.stdout, process.stderr,
+                             time.perf_counter() - start)
+    except subprocess.TimeoutExpired as expired:
+        return ProcessResult(None, _text(expired.stdout), _text(expired.stderr),
+                             time.perf_counter() - start)
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+# --------------------------------------------------------------------------------------------
+# Compilation
+@dataclass
+class CompileRecord:
+    """What compile.py knows of one dispatch, saved beside its vmfbs for profiler.py."""
+
+    dispatch: str
+    status: str  # "ok" or "failed"
+    reason: str = ""
+    compile_seconds: float = 0.0
+    vmfb_bytes: int = 0
+    config_applied: str = "n.a."  # yes / no / n.a. (default and flag variants)
+    repeat_count: int = 1
+    command: list[str] = field(default_factory=list)
+    iree_version: str = ""
+
+    def save(self, path: Path) -> None:
+        write_atomically(path, json.dumps(asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "CompileRecord | None":
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def compile_command(tools: IreeTools, target: Target, source: Path, output: Path,
+                    flags: list[str]) -> list[str]:
+    """The one place that builds iree-compile command lines."""
+    return [str(tools.compile), str(source), *target.compiler_flags(), *flags, "-o", str(output)]
+
+
+def repeat_count(flops: int, target: Target) -> int:
+    """Dispatch repetitions in the profile build: enough work per invocation (~1 ms on a CPU,
+    ~0.1 ms on a GPU) that the invocation overhead stops counting."""
+    work = 5e7 if target.device.value == "llvm-cpu" else 1e10
+    return max(1, min(100, math.ceil(work / max(flops, 1))))
+
+
+def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths,
+                     config: TuningConfiguration, flops: int, extra_flags: list[str],
+                     timeout: float, force: bool, iree_version: str) -> tuple[CompileRecord, bool]:
+    """Build the verify and profile vmfbs of one dispatch; returns (record, was_up_to_date)."""
+    repeats = repeat_count(flops, target)
+    flags = [*config.flags, *extra_flags]
+    verify = compile_command(tools, target, paths.mlir, paths.verify_vmfb,
+                             [*flags, f"--iree-hal-dump-executable-configurations-to={paths.configs}"])
+    previous = CompileRecord.load(paths.compile_record)
+    if (not force and previous is not None and previous.status == "ok"
+            and previous.command == verify and previous.repeat_count == repeats
+            and previous.iree_version == iree_version
+            and _newer_than(paths.verify_vmfb, paths.mlir) and _newer_than(paths.profile_vmfb, paths.mlir)):
+        return previous, True
+
+    for stale in (paths.verify_vmfb, paths.profile_vmfb):
+        stale.unlink(missing_ok=True)
+    shutil.rmtree(paths.configs, ignore_errors=True)
+    record = CompileRecord(paths.name, "failed", repeat_count=repeats, command=verify,
+                           iree_version=iree_version)
+    log = [f"$ {' '.join(verify)}"]
+    result = run(verify, timeout)
+    log.append(result.stderr)
+    record.compile_seconds = round(result.seconds, 3)
+    if not result.ok:
+        record.reason = result.failure("iree-compile", timeout)
+    elif repeats == 1:
+        shutil.copyfile(paths.verify_vmfb, paths.profile_vmfb)  # the same build
+    else:
+        profile = compile_command(tools, target, paths.mlir, paths.profile_vmfb,
+                                  [*flags, f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"])
+        log.append(f"$ {' '.join(profile)}")
+        presult = run(profile, timeout)
+        log.append(presult.stderr)
+        if not presult.ok:
+            record.reason = presult.failure("iree-compile (profile build)", timeout)
+    if not record.reason:
+        record.status = "ok"
+        record.vmfb_bytes = paths.verify_vmfb.stat().st_size
+        record.config_applied = configuration_applied(paths.configs, config)
+    paths.compile_log.write_text("\n".join(log))
+    record.save(paths.compile_record)
+    return record, False
+
+
+def _newer_than(path: Path, source: Path) -> bool:
+    return path.is_file() and path.stat().st_mtime >= source.stat().st_mtime
+
+
+# The MLIR Python bindings are not used from several threads at once.
+_IR_LOCK = threading.Lock()
+
+
+def configuration_applied(dump_folder: Path, config: TuningConfiguration) -> str:
+    """`yes` if an op of the dumped executables carries the requested lowering config and its
+    function the requested translation info; `no` if IREE silently chose something else."""
+    if config.lowering_config is None:
+        return "n.a."
+    from iree.compiler import ir
+
+    with _IR_LOCK, ir.Context() as context:
+        wanted_lowering = str(ir.Attribute.parse(config.lowering_config, context))
+        wanted_translation = str(ir.Attribute.parse(config.translation_info, context))
+        found_lowering = found_translation = False
+        for dump in sorted(dump_folder.glob("*.mlir")):
+            try:
+                module = ir.Module.parse(dump.read_text(), context)
+            except ir.MLIRError:
+                continue
+            for op in _walk(module.operation):
+                attributes = op.attributes
+                if "lowering_config" in attributes and str(attributes["lowering_config"]) == wanted_lowering:
+                    found_lowering = True
+                if "translation_info" in attributes and str(attributes["translation_info"]) == wanted_translation:
+                    found_translation = True
+    return "yes" if found_lowering and found_translation else "no"
+
+
+def _walk(operation):
+    for region in operation.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                yield op
+                yield from _walk(op)
+
+
+# --------------------------------------------------------------------------------------------
+# Running and benchmarking
+@dataclass(frozen=True)
+class Buffer:
+    """A raw little-endian file with its IREE type, e.g. `128x256xf16`."""
+
+    path: Path
+    shape: tuple[int, ...]
+    element_type: str
+
+    @property
+    def flag(self) -> str:
+        return f"{'x'.join(map(str, self.shape))}x{self.element_type}=@{self.path}"
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    reason: str = ""
+
+
+def run_module(tools: IreeTools, vmfb: Path, function: str, device: str, inputs: list[Buffer],
+               output: Path, timeout: float) -> RunResult:
+    """Run once, writing the raw result to `output` (raw, since .npy cannot hold bf16)."""
+    command = [str(tools.run_module), f"--module={vmfb}", f"--function={function}",
+               f"--device={device}", *(f"--input={b.flag}" for b in inputs), f"--output=@{output}"]
+    output.unlink(missing_ok=True)
+    result = run(command, timeout)
+    if not result.ok:
+        return RunResult(False, result.failure("iree-run-module", timeout))
+    if not output.is_file():
+        return RunResult(False, "iree-run-module wrote no output")
+    return RunResult(True)
+
+
+@dataclass
+class BenchmarkResult:
+    ok: bool
+    reason: str = ""
+    times_ms: list[float] = field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms) if self.times_ms else math.nan
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation over the repetitions."""
+        if len(self.times_ms) < 2:
+            return 0.0
+        return statistics.stdev(self.times_ms) / statistics.mean(self.times_ms)
+
+
+def benchmark_command(tools: IreeTools, vmfb: Path, function: str, device: str,
+                      inputs: list[Buffer], repeats: int, repetitions: int,
+                      min_time: float) -> list[str]:
+    return [str(tools.benchmark_module), f"--module={vmfb}", f"--function={function}",
+            f"--device={device}", *(f"--input={b.flag}" for b in inputs),
+            # the vmfb repeats each dispatch `repeats` times; batch_size divides that back out
+            f"--batch_size={repeats}", f"--benchmark_repetitions={repetitions}",
+            f"--benchmark_min_time={min_time}s", "--benchmark_format=json"]
+
+
+def benchmark_module(command: list[str], timeout: float) -> BenchmarkResult:
+    result = run(command, timeout)
+    if not result.ok:
+        return BenchmarkResult(False, result.failure("iree-benchmark-module", timeout))
+    try:
+        report = json.loads(result.stdout)
+        scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+        times = [b["real_time"] * scale[b["time_unit"]] for b in report["benchmarks"]
+                 if b.get("run_type") == "iteration"]
+    except (ValueError, KeyError) as error:
+        return BenchmarkResult(False, f"unreadable iree-benchmark-module output ({error})")
+    if not times or min(times) <= 0:
+        return BenchmarkResult(False, "iree-benchmark-module reported no time")
+    return BenchmarkResult(True, times_ms=times)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or "unknown"
+
+
+def runtime_threads(device: str) -> int | str:
+    if device == "local-sync":
+        return 1
+    if device == "local-task":
+        return os.cpu_count() or 1
+    return "N/A"

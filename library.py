@@ -1,0 +1,211 @@
+"""Vocabulary shared by every module: data types, layouts, operation kinds, targets, configurations.
+
+Knows nothing of files, processes or command lines.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+
+class UserError(Exception):
+    """A problem the user caused (bad option, missing folder); printed as one line, exit 2."""
+
+
+class DataType(enum.Enum):
+    # value: (short name used in operation names, MLIR element type, numpy dtype, bits)
+    f32 = ("f32", "f32", np.dtype(np.float32), 32)
+    f16 = ("f16", "f16", np.dtype(np.float16), 16)
+    bf16 = ("bf16", "bf16", np.dtype(ml_dtypes.bfloat16), 16)
+    i8 = ("i8", "i8", np.dtype(np.int8), 8)
+    i32 = ("i32", "i32", np.dtype(np.int32), 32)
+
+    @property
+    def short(self) -> str:
+        return self.value[0]
+
+    @property
+    def mlir(self) -> str:
+        return self.value[1]
+
+    @property
+    def numpy(self) -> np.dtype:
+        return self.value[2]
+
+    @property
+    def bits(self) -> int:
+        return self.value[3]
+
+    @property
+    def bytes(self) -> int:
+        return self.bits // 8
+
+    @property
+    def is_float(self) -> bool:
+        return self.mlir.startswith(("f", "bf"))
+
+    @property
+    def eps(self) -> float:
+        """Machine epsilon (0 for integers: integer results must be exact)."""
+        return float(ml_dtypes.finfo(self.numpy).eps) if self.is_float else 0.0
+
+    @property
+    def zero(self) -> str:
+        """The MLIR literal for zero of this type."""
+        return "0.0" if self.is_float else "0"
+
+    @classmethod
+    def parse(cls, text: str) -> "DataType":
+        for dtype in cls:
+            if dtype.short == text:
+                return dtype
+        raise UserError(f"unknown data type '{text}' (known: {', '.join(d.short for d in cls)})")
+
+
+class Layout(enum.Enum):
+    """Storage order of a 2-D operand, with the letters of the old profiler's names."""
+
+    RowMajor = "t"
+    ColumnMajor = "n"
+
+
+@dataclass(frozen=True)
+class TensorDescription:
+    dtype: DataType
+    layout: Layout = Layout.RowMajor
+
+    @property
+    def name(self) -> str:
+        """`f16t`: element type then layout letter, as in `matmul_..._f16t_f16t_f16t`."""
+        return f"{self.dtype.short}{self.layout.value}"
+
+    @classmethod
+    def parse(cls, text: str) -> "TensorDescription":
+        for layout in Layout:
+            if text.endswith(layout.value):
+                return cls(DataType.parse(text[:-1]), layout)
+        raise UserError(f"tensor '{text}' must end in a layout letter t (row-major) or n (column-major)")
+
+
+class OperationKind(enum.Enum):
+    Matmul = "matmul"
+
+
+class Device(enum.Enum):
+    """Compiler backend; value is the name users type after --device."""
+
+    LLVMCPU = "llvm-cpu"
+    CUDA = "cuda"
+    ROCM = "rocm"
+    VULKAN = "vulkan"
+
+
+# The IREE runtime driver that runs each backend's executables by default.
+DEFAULT_RUNTIME_DEVICE = {
+    Device.LLVMCPU: "local-task",
+    Device.CUDA: "cuda",
+    Device.ROCM: "hip",
+    Device.VULKAN: "vulkan",
+}
+RUNTIME_DEVICES = {
+    Device.LLVMCPU: ("local-task", "local-sync"),
+    Device.CUDA: ("cuda",),
+    Device.ROCM: ("hip",),
+    Device.VULKAN: ("vulkan",),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the dispatches are compiled for. Architecture fields only matter for their device."""
+
+    device: Device = Device.LLVMCPU
+    cpu: str = "host"
+    cuda_arch: str = "sm_80"
+    rocm_arch: str = "gfx942"
+    vulkan_target: str = "ampere"
+
+    @property
+    def arch(self) -> str:
+        return {
+            Device.LLVMCPU: self.cpu,
+            Device.CUDA: self.cuda_arch,
+            Device.ROCM: self.rocm_arch,
+            Device.VULKAN: self.vulkan_target,
+        }[self.device]
+
+    @property
+    def name(self) -> str:
+        return f"{self.device.value}:{self.arch}"
+
+    def compiler_flags(self) -> list[str]:
+        if self.device is Device.LLVMCPU:
+            return [
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                f"--iree-llvmcpu-target-cpu={self.cpu}",
+            ]
+        if self.device is Device.CUDA:
+            return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_arch}"]
+        if self.device is Device.ROCM:
+            return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.rocm_arch}"]
+        return ["--iree-hal-target-device=vulkan", f"--iree-vulkan-target={self.vulkan_target}"]
+
+    def to_json(self) -> dict:
+        return {"device": self.device.value, "arch": self.arch}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Target":
+        device = Device(data["device"])
+        field_name = {Device.LLVMCPU: "cpu", Device.CUDA: "cuda_arch", Device.ROCM: "rocm_arch",
+                      Device.VULKAN: "vulkan_target"}[device]
+        return cls(device=device, **{field_name: data["arch"]})
+
+
+@dataclass(frozen=True)
+class TuningConfiguration:
+    """How a dispatch is compiled; never what it computes.
+
+    `compilation_info` is attached to the root op; `lowering_config` and `translation_info` are
+    its parts, kept to check against what IREE actually used. `flags` are extra iree-compile
+    flags (the data-tiling variants carry flags and no attribute).
+    """
+
+    name: str
+    compilation_info: str | None = None
+    lowering_config: str | None = None
+    translation_info: str | None = None
+    flags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def is_default(self) -> bool:
+        return self.compilation_info is None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "lowering_config": self.lowering_config,
+                "translation_info": self.translation_info, "flags": list(self.flags)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TuningConfiguration":
+        return make_configuration(data["name"], data["lowering_config"], data["translation_info"],
+                                  tuple(data["flags"]))
+
+
+def make_configuration(name: str, lowering_config: str | None = None,
+                       translation_info: str | None = None,
+                       flags: tuple[str, ...] = ()) -> TuningConfiguration:
+    info = None
+    if lowering_config is not None:
+        info = (f"#iree_codegen.compilation_info<\n    lowering_config = {lowering_config},\n"
+                f"    translation_info = {translation_info}>")
+    return TuningConfiguration(name, info, lowering_config, translation_info, flags)
+
+
+DEFAULT_CONFIGURATION = make_configuration("default")
+# Data tiling packs operands into cache-friendly tiles and uses IREE's mmt4d microkernels. An
+# attached compilation_info disables it, so it is a flag variant of IREE's own heuristic.
+DATA_TILING_CONFIGURATION = make_configuration(
+    "default_data_tiling", flags=("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all"))

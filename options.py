@@ -1,0 +1,180 @@
+"""Shared argparse groups and value parsers for the command-line scripts."""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from library import DEFAULT_RUNTIME_DEVICE, RUNTIME_DEVICES, Device, Target, UserError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad option in one line (no usage dump) and exits 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false/1/0, got '{text}'")
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+
+
+def parse_positive(text: str) -> int:
+    value = _parse_int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def parse_sizes(text: str) -> list[int]:
+    """`768`, `64,128,256` or `start:end:step` (end included when the steps land on it)."""
+    values: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if ":" in item:
+            parts = item.split(":")
+            if len(parts) != 3:
+                raise argparse.ArgumentTypeError(f"range '{item}' must be start:end:step")
+            start, end = parse_positive(parts[0]), parse_positive(parts[1])
+            step = _parse_step(parts[2], item)
+            if end < start:
+                raise argparse.ArgumentTypeError(f"range '{item}' is empty (end < start)")
+            values.extend(range(start, end + 1, step))
+        else:
+            values.append(parse_positive(item))
+    return values
+
+
+def _parse_step(text: str, item: str) -> int:
+    step = _parse_int(text)
+    if step <= 0:
+        raise argparse.ArgumentTypeError(f"range '{item}' needs a positive step")
+    return step
+
+
+def parse_num_cpu(text: str) -> int:
+    value = _parse_int(text)
+    if value == -1:
+        return os.cpu_count() or 1
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value}: use a positive count, or -1 for all cores")
+    return value
+
+
+def compile_patterns(text: str) -> list[re.Pattern]:
+    """Comma-separated patterns, each searched in dispatch names.
+
+    A bare `*` (not after `.`, `)` or `]`) also reads as a shell wildcard, so the old profiler's
+    `matmul_..._f16t_*_tensorcore_mmasync` keeps selecting what it says.
+    """
+    patterns = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            raise argparse.ArgumentTypeError(f"empty pattern in '{text}'")
+        try:
+            patterns.append(re.compile(item))
+            wildcard = re.sub(r"(?<![.)\]\\])\*", ".*", item)
+            if wildcard != item:
+                patterns.append(re.compile(wildcard))
+        except re.error as error:
+            raise argparse.ArgumentTypeError(f"invalid regular expression '{item}': {error}") from None
+    return patterns
+
+
+def add_generated_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--generated-dir", type=Path, default=Path("."),
+                        help="folder in which the `generated/` folder is created (default: .)")
+
+
+def add_dispatches(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dispatches", type=compile_patterns, default=None, metavar="REGEX,...",
+                        help="comma-separated regular expressions searched in dispatch names; "
+                             "`*` also works as a wildcard (default: all)")
+
+
+def add_iree_bin_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--iree-bin-dir", "--build-dir", dest="iree_bin_dir", type=Path, default=None,
+                        help="folder with iree-compile/iree-run-module/iree-benchmark-module, or an "
+                             "IREE build folder with them under tools/ (default: the pip wheels')")
+
+
+def add_target(parser: argparse.ArgumentParser, recorded: bool) -> None:
+    """Target options. With `recorded`, defaults come from the manifest and a conflict is refused."""
+    group = parser.add_argument_group("target")
+    note = " (default: as generated)" if recorded else ""
+    group.add_argument("--device", choices=[d.value for d in Device],
+                       default=None if recorded else Device.LLVMCPU.value,
+                       help=f"compiler backend{note or ' (default: llvm-cpu)'}")
+    group.add_argument("--cpu", default=None if recorded else "host",
+                       help=f"llvm-cpu target CPU{note or ' (default: host)'}")
+    group.add_argument("--cuda-arch", default=None if recorded else "sm_80",
+                       help=f"CUDA SM architecture{note or ' (default: sm_80)'}")
+    group.add_argument("--rocm-arch", default=None if recorded else "gfx942",
+                       help=f"ROCm GFX architecture{note or ' (default: gfx942)'}")
+    group.add_argument("--vulkan-target", default=None if recorded else "ampere",
+                       help=f"Vulkan target{note or ' (default: ampere)'}")
+    group.add_argument("--runtime-device", default=None,
+                       help="IREE runtime device: local-task (default for llvm-cpu, all cores), "
+                            "local-sync (one thread), cuda, hip, vulkan")
+
+
+def target_from_args(args: argparse.Namespace) -> Target:
+    target = Target(Device(args.device), args.cpu, args.cuda_arch, args.rocm_arch, args.vulkan_target)
+    return Target.from_json(target.to_json())  # keep only the architecture of its device
+
+
+def check_target(args: argparse.Namespace, recorded: Target) -> Target:
+    """The manifest's target; any target option given must agree with it."""
+    asked = {"device": args.device, "cpu": args.cpu, "cuda_arch": args.cuda_arch,
+             "rocm_arch": args.rocm_arch, "vulkan_target": args.vulkan_target}
+    for key, value in asked.items():
+        if value is None:
+            continue
+        have = getattr(recorded, key) if key != "device" else recorded.device.value
+        if key != "device" and key != _arch_field(recorded.device):
+            continue  # an architecture of another device plays no part
+        if value != have:
+            raise UserError(f"--{key.replace('_', '-')}={value} conflicts with the generated "
+                            f"dispatches' target {recorded.name}; run generator.py again to change it")
+    return recorded
+
+
+def _arch_field(device: Device) -> str:
+    return {Device.LLVMCPU: "cpu", Device.CUDA: "cuda_arch", Device.ROCM: "rocm_arch",
+            Device.VULKAN: "vulkan_target"}[device]
+
+
+def runtime_device(args: argparse.Namespace, target: Target) -> str:
+    device = args.runtime_device or DEFAULT_RUNTIME_DEVICE[target.device]
+    if device not in RUNTIME_DEVICES[target.device]:
+        raise UserError(f"--runtime-device={device} cannot run {target.device.value} dispatches "
+                        f"(use {' or '.join(RUNTIME_DEVICES[target.device])})")
+    return device
+
+
+def run_main(main: Callable[[Sequence[str] | None], int]) -> None:
+    """Run a script's main: a UserError is one line on stderr and exit 2, never a traceback."""
+    try:
+        code = main(None)
+    except UserError as error:
+        print(f"{Path(sys.argv[0]).name}: error: {error}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print(f"{Path(sys.argv[0]).name}: interrupted; finished results are kept", file=sys.stderr)
+        code = 130
+    sys.exit(code)

@@ -1,0 +1,155 @@
+"""Results into the printed block per dispatch, CSV rows appended as they come, and summaries."""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from library import UserError
+
+PROVIDER_IREE = "IREE Codegen"
+SEPARATOR = "-" * 64
+
+COLUMNS = [
+    "Dispatch", "Provider", "Operation", "Configuration", "op_kind", "m", "n", "k", "batch_count",
+    "lhs", "rhs", "result", "split_k_mode", "split_k_slices", "bytes", "flops", "Verification",
+    "Config applied", "Runtime(ms)", "GFLOPs", "GB/s", "cv", "repetitions", "max_abs_error",
+    "Reason", "compile time(s)", "vmfb bytes", "target", "runtime device", "cpu model", "threads",
+    "compile flags", "IREE version", "timestamp",
+]
+
+
+@dataclass
+class PerformanceResult:
+    dispatch: str
+    operation: str
+    configuration: str
+    arguments: str
+    operation_fields: dict
+    flops: int
+    bytes: int
+    provider: str = PROVIDER_IREE
+    verification: str = "Not verified"  # SUCCESS / FAILED / ERROR / Not verified
+    config_applied: str = "n.a."
+    runtime_ms: float = math.nan
+    cv: float = math.nan
+    repetitions: int = 0
+    max_abs_error: float = math.nan
+    reason: str = ""
+    environment: dict = field(default_factory=dict)  # target, compile time, versions, tags...
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / (self.runtime_ms * 1e6) if self.runtime_ms > 0 else math.nan
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / (self.runtime_ms * 1e6) if self.runtime_ms > 0 else math.nan
+
+    @property
+    def failed(self) -> bool:
+        return self.verification in ("FAILED", "ERROR") or bool(self.reason)
+
+    def row(self) -> dict:
+        row = {
+            "Dispatch": self.dispatch, "Provider": self.provider, "Operation": self.operation,
+            "Configuration": self.configuration, **self.operation_fields, "bytes": self.bytes,
+            "flops": self.flops, "Verification": self.verification,
+            "Config applied": self.config_applied, "Runtime(ms)": _round(self.runtime_ms, 6),
+            "GFLOPs": _round(self.gflops, 3), "GB/s": _round(self.gbps, 3), "cv": _round(self.cv, 4),
+            "repetitions": self.repetitions, "max_abs_error": self.max_abs_error,
+            "Reason": self.reason,
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        row.update(self.environment)
+        return row
+
+    def block(self) -> str:
+        lines = [
+            SEPARATOR,
+            f"Dispatch      : {self.dispatch}",
+            f"Provider      : {self.provider}",
+            f"OpKind        : {self.operation_fields.get('op_kind', '')}",
+            f"Operation     : {self.operation}",
+            f"Configuration : {self.configuration}",
+            "Arguments     : " + self.arguments.replace("\n", "\n" + " " * 16),
+            f"Verification  : {self.verification}",
+            f"Config applied: {self.config_applied}",
+            f"Runtime(ms)   : {_format(self.runtime_ms, '.3f')}"
+            + (f"  (median of {self.repetitions}, cv {self.cv:.1%})" if self.repetitions else ""),
+            f"GFLOPs        : {_format(self.gflops, '.2f')}",
+        ]
+        if self.reason:
+            lines.append(f"Reason        : {self.reason}")
+        return "\n".join(lines)
+
+
+def _round(value: float, digits: int) -> float:
+    return round(value, digits) if not math.isnan(value) else value
+
+
+def _format(value: float, spec: str) -> str:
+    return "N/A" if math.isnan(value) else format(value, spec)
+
+
+class CsvReport:
+    """One row per dispatch, appended (and flushed) as each finishes, so an interrupted run
+    keeps everything it measured and `--resume` can pick up after the last row."""
+
+    def __init__(self, path: Path | None, append: bool, tags: dict[str, str]):
+        self.path = path
+        self.tags = tags
+        self.columns = COLUMNS + [k for k in tags if k not in COLUMNS]
+        if path is None:
+            return
+        if path.is_dir():
+            raise UserError(f"--output={path} is a folder")
+        if append and path.is_file() and path.stat().st_size:
+            with open(path, newline="") as handle:
+                header = next(csv.reader(handle), [])
+            if header != self.columns:
+                raise UserError(f"--output={path} has other columns than this run writes "
+                                "(same --tags needed to append)")
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "w", newline="") as handle:
+                    csv.writer(handle).writerow(self.columns)
+            except OSError as error:
+                raise UserError(f"cannot write --output={path}: {error.strerror}") from None
+
+    def done_dispatches(self) -> set[str]:
+        """Dispatches that already have a row (for --resume)."""
+        if self.path is None or not self.path.is_file() or not self.path.stat().st_size:
+            return set()
+        return set(pd.read_csv(self.path, usecols=["Dispatch"])["Dispatch"].astype(str))
+
+    def append(self, result: PerformanceResult) -> None:
+        if self.path is None:
+            return
+        frame = pd.DataFrame([{**result.row(), **self.tags}], columns=self.columns)
+        frame.to_csv(self.path, mode="a", header=False, index=False)
+
+
+def summary(results: list[PerformanceResult]) -> str:
+    """Per operation: the best verified configuration and its speedup over IREE's default."""
+    lines = []
+    by_operation: dict[str, list[PerformanceResult]] = {}
+    for result in results:
+        by_operation.setdefault(result.operation, []).append(result)
+    for operation, rows in by_operation.items():
+        timed = [r for r in rows if r.runtime_ms > 0 and r.verification in ("SUCCESS", "Not verified")]
+        if not timed:
+            lines.append(f"{operation}: no configuration timed")
+            continue
+        best = min(timed, key=lambda r: r.runtime_ms)
+        default = next((r for r in timed if r.configuration == "default"), None)
+        speedup = (f"{default.runtime_ms / best.runtime_ms:.2f}x vs default ({default.runtime_ms:.3f} ms)"
+                   if default else "default not timed")
+        lines.append(f"{operation}: best {best.configuration} {best.runtime_ms:.3f} ms, "
+                     f"{best.gflops:.1f} GFLOP/s, {speedup}")
+    return "\n".join(lines)

@@ -1,0 +1,40 @@
+"""A progress line on stderr: redrawn in place on a terminal, every ~10% in a log."""
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+    def __init__(self, total: int, what: str, stream=sys.stderr):
+        self.total = max(total, 1)
+        self.what = what
+        self.stream = stream
+        self.done = 0
+        self.start = time.perf_counter()
+        self.tty = stream.isatty()
+        self._last_decile = -1
+
+    def advance(self, note: str = "") -> None:
+        self.done += 1
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        width = 30
+        filled = width * self.done // self.total
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {self.what}"
+                f"  {elapsed:.0f}s elapsed, ~{eta:.0f}s left  {note}")
+        if self.tty:
+            self.stream.write("\r\033[K" + line[:160])
+            if self.done == self.total:
+                self.stream.write("\n")
+        elif self.done * 10 // self.total != self._last_decile:
+            self._last_decile = self.done * 10 // self.total
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def message(self, text: str) -> None:
+        """Text on stdout that must stay visible above the progress bar."""
+        if self.tty:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+        print(text, flush=True)
