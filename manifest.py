@@ -166,7 +166,9 @@ class Manifest:
             for dispatch in collection.dispatches:
                 log(f"    Emitting tuning configuration : {dispatch.configuration.name}")
                 text = dispatch.operation.emit_mlir(dispatch.name, dispatch.configuration)
-                write_atomically(self.paths(dispatch).mlir, text)
+                path = self.paths(dispatch).mlir
+                if not path.is_file() or path.read_text() != text:  # keeps compiles up to date
+                    write_atomically(path, text)
         self.merge(collections)
         self.save()
 

@@ -87,7 +87,7 @@ class MatmulOperation:
         if (self.lhs.layout, self.rhs.layout) != (Layout.RowMajor, Layout.RowMajor):
             a = "(d0, d2)" if self.lhs.layout is Layout.RowMajor else "(d2, d0)"
             b = "(d2, d1)" if self.rhs.layout is Layout.RowMajor else "(d1, d2)"
-            maps = (" indexing_maps = [affine_map<(d0, d1, d2) -> {a}>, "
+            maps = (f" indexing_maps = [affine_map<(d0, d1, d2) -> {a}>, "
                     f"affine_map<(d0, d1, d2) -> {b}>, affine_map<(d0, d1, d2) -> (d0, d1)>]")
         attr_text = f" {{{', '.join(attributes)}}}" if attributes else ""
         return (

@@ -1,0 +1,29 @@
+# Two commands on a fresh machine: `make run` (the default sweep on llvm-cpu) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+GEN ?= gen
+
+.PHONY: setup run test bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $@
+
+run: setup
+	$(PY) generator.py --generated-dir $(GEN)
+	$(PY) compile.py --generated-dir $(GEN)
+	$(PY) profiler.py --generated-dir $(GEN) --output $(GEN)/data.csv
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) benchmarks/bench_matmul.py
+
+clean:
+	rm -rf $(GEN) .pytest_cache

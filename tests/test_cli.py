@@ -1,0 +1,78 @@
+"""Bad input: one line naming the problem, exit 2, no traceback, nothing written."""
+import pytest
+
+from conftest import run_script
+
+GENERATOR_ERRORS = [
+    (["--problem-m=abc", "--problem-n=8", "--problem-k=8"], "not an integer"),
+    (["--problem-m=0", "--problem-n=8", "--problem-k=8"], "must be positive"),
+    (["--problem-m=-4", "--problem-n=8", "--problem-k=8"], "must be positive"),
+    (["--problem-m=64:32:8", "--problem-n=8", "--problem-k=8"], "is empty"),
+    (["--problem-m=64:128:0", "--problem-n=8", "--problem-k=8"], "positive step"),
+    (["--problem-m=64"], "go together"),
+    (["--data-types=f64"], "unknown data type 'f64'"),
+    (["--data-types=i8t_i8t_f16t"], "not supported on llvm-cpu"),
+    (["--device=tpu"], "invalid choice"),
+    (["--dispatches=matmul_("], "invalid regular expression"),
+    (["--dispatches=conv2d_"], "selects none"),
+    (["--runtime-device=cuda"], "cannot run llvm-cpu"),
+]
+
+
+@pytest.mark.parametrize("args,message", GENERATOR_ERRORS)
+def test_generator_rejects_bad_input(tmp_path, args, message):
+    gen = tmp_path / "gen"
+    result = run_script("generator.py", "--generated-dir", gen, *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not gen.exists()
+
+
+def test_missing_and_foreign_generated_dirs_are_refused(tmp_path):
+    for script in ("compile.py", "profiler.py"):
+        result = run_script(script, "--generated-dir", tmp_path / "nowhere")
+        assert result.returncode == 2 and "run generator.py" in result.stderr
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "generated" / "manifest.json").write_text('{"something": "else"}')
+    result = run_script("compile.py", "--generated-dir", tmp_path)
+    assert result.returncode == 2 and "not a manifest of this tool" in result.stderr
+    result = run_script("generator.py", "--generated-dir", tmp_path / "x", "--device=cuda")
+    other = run_script("generator.py", "--generated-dir", tmp_path / "x", "--device=llvm-cpu")
+    assert result.returncode == 0 and other.returncode == 2 and "holds dispatches for cuda" in other.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    gen = tmp_path_factory.mktemp("tiny")
+    result = run_script("generator.py", "--generated-dir", gen, "--problem-m=8", "--problem-n=8",
+                        "--problem-k=8", "--data-types=f32")
+    assert result.returncode == 0, result.stderr
+    return gen
+
+
+@pytest.mark.parametrize("script,args,message", [
+    ("compile.py", ["--num-cpu=0"], "use a positive count"),
+    ("compile.py", ["-j", "-2"], "use a positive count"),
+    ("compile.py", ["--iree-compile-extra-flags='unterminated"], "--iree-compile-extra-flags"),
+    ("compile.py", ["--iree-bin-dir=/nonexistent"], "cannot find iree-compile"),
+    ("profiler.py", ["--verification-enabled=yes"], "expected true/false/1/0"),
+    ("profiler.py", ["--profiling-enabled=2"], "expected true/false/1/0"),
+    ("profiler.py", ["--benchmark-repetitions=0"], "must be positive"),
+    ("profiler.py", ["--tags=novalue"], "must be key:value"),
+    ("profiler.py", ["--output=/proc/forbidden/data.csv"], "cannot write --output"),
+    ("profiler.py", ["--resume"], "need --output"),
+    ("profiler.py", ["--runtime-device=cuda"], "cannot run llvm-cpu"),
+])
+def test_compile_and_profiler_reject_bad_input(tiny, script, args, message):
+    result = run_script(script, "--generated-dir", tiny, *args)
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not list(tiny.glob("generated/linalg/matmul/*/*.vmfb"))
+
+
+@pytest.mark.parametrize("script", ["generator.py", "compile.py", "profiler.py"])
+def test_help_documents_every_script(script):
+    result = run_script(script, "--help")
+    assert result.returncode == 0 and "--generated-dir" in result.stdout and "--dispatches" in result.stdout

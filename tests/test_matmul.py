@@ -1,0 +1,94 @@
+import numpy as np
+import pytest
+
+import matmul
+from library import (DataType, Device, Layout, Target, TensorDescription, TuningConfiguration)
+from verification import compare, tolerance
+
+
+def op(m, n, k, a="f32t", b="f32t", c="f32t"):
+    return matmul.MatmulOperation(m, n, k, TensorDescription.parse(a), TensorDescription.parse(b),
+                                  TensorDescription.parse(c))
+
+
+def test_names_flops_and_bytes():
+    o = op(768, 512, 1024, "f16t", "f16t", "f32t")
+    assert o.name == "matmul_768x512x1024_f16t_f16t_f32t"
+    assert o.flops == 2 * 768 * 512 * 1024
+    assert o.bytes == 768 * 1024 * 2 + 1024 * 512 * 2 + 768 * 512 * 4
+
+
+def test_operation_round_trips_through_json():
+    o = op(64, 96, 128, "bf16t", "bf16n", "f32t")
+    assert matmul.MatmulOperation.from_json(o.to_json()) == o
+
+
+def test_cpu_space_has_default_first_and_at_least_8_distinct_tile_configs():
+    configs = matmul.tuning_configurations(op(256, 256, 256), Target())
+    names = [c.name for c in configs]
+    assert names[0] == "default" and "default_data_tiling" in names
+    tiles = [c for c in configs if c.lowering_config]
+    assert len({c.lowering_config for c in tiles}) == len(tiles) >= 8
+    assert all("tile_config_" in c.name for c in tiles)
+
+
+def test_small_dimensions_get_only_the_default_and_flag_variants():
+    configs = matmul.tuning_configurations(op(1, 256, 256), Target())
+    assert [c.name for c in configs] == ["default", "default_data_tiling"]
+    assert all(c.compilation_info is None for c in configs)
+
+
+def test_cpu_vector_tiles_respect_the_vector_size_limit():
+    with pytest.raises(ValueError):
+        matmul.cpu_configuration(64, 64, 16, 32, 16)
+
+
+def test_cuda_configs_obey_thread_shared_memory_and_divisibility_rules():
+    target = Target(Device.CUDA)
+    configs = matmul.tuning_configurations(op(512, 512, 512, "f16t", "f16t", "f32t"), target)
+    tiled = [c for c in configs if c.lowering_config]
+    assert tiled and all(c.name.endswith("_tensorcore_mmasync") for c in tiled)
+    for c in tiled:
+        threads = int(c.translation_info.split("workgroup_size = [")[1].split(",")[0])
+        assert threads <= matmul.CUDA_MAX_THREADS and threads % 32 == 0
+    # 384 is not divisible by 256: the 128x256 tile is dropped, others stay.
+    names = {c.name for c in matmul.tuning_configurations(op(384, 384, 512, "f16t", "f16t", "f16t"), target)}
+    assert "tile_config_128x256_32x3_tensorcore_mmasync" not in names
+    assert "tile_config_128x128_32x5_tensorcore_mmasync" in names
+    # Ten stages of 64x64x32 f16 tiles need 80 KiB; 256x256x64 with 4 stages needs 256 KiB.
+    assert matmul.cuda_shared_memory_bytes(64, 64, 32, 10, 2) == 81920
+    assert matmul.cuda_tensorcore_configuration(op(512, 512, 512, "f16t", "f16t", "f16t"), "sm_89",
+                                                256, 256, 64, 4) is None
+
+
+def test_reference_honours_layouts():
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(-2, 3, (5, 7)), rng.integers(-2, 3, (7, 3))
+    assert np.array_equal(op(5, 3, 7).reference(a, b), a @ b)
+    assert np.array_equal(op(5, 3, 7, "f32n", "f32n").reference(a.T.copy(), b.T.copy()), a @ b)
+
+
+def test_tolerance_is_exact_for_integers_and_scales_with_k_for_floats():
+    ref = np.full((4, 4), 100.0)
+    assert tolerance(DataType.i32, 1000, ref) == 0.0
+    assert np.all(tolerance(DataType.f16, 4096, ref) > tolerance(DataType.f16, 16, ref))
+    assert np.all(tolerance(DataType.bf16, 64, ref) > tolerance(DataType.f32, 64, ref))
+
+
+def test_compare_accepts_rounding_and_rejects_corruption():
+    ref = np.arange(-8, 8, dtype=np.float64).reshape(4, 4) * 37.3
+    assert compare(ref.astype(DataType.bf16.numpy), ref, DataType.bf16, 64).passed
+    corrupted = ref.astype(np.float32)
+    corrupted[2, 1] += 1.0
+    check = compare(corrupted, ref, DataType.f32, 64)
+    assert not check.passed and check.max_abs_error == pytest.approx(1.0, rel=1e-5)
+    assert not compare(np.full((4, 4), np.nan, np.float32), ref, DataType.f32, 64).passed
+
+
+def test_emitted_mlir_carries_the_configuration_only_when_asked():
+    o = op(64, 64, 64, "f32t", "f32n")
+    default = o.emit_mlir("f", TuningConfiguration("default"))
+    assert "compilation_info" not in default and "indexing_maps" in default
+    tiled = o.emit_mlir("f", matmul.cpu_configuration(64, 64, 8, 32, 8))
+    assert "compilation_info = #compilation" in tiled and "DoubleTilingExpert" in tiled
+    assert Layout.ColumnMajor.value == "n"
