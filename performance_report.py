@@ -78,7 +78,9 @@ class PerformanceResult:
             f"Configuration : {self.configuration}",
             "Arguments     : " + self.arguments.replace("\n", "\n" + " " * 16),
             f"Verification  : {self.verification}",
-            f"Config applied: {self.config_applied}",
+            f"Config applied: {self.config_applied}" + (
+                "  (IREE ignored the requested configuration: this times its own)"
+                if self.config_applied == "no" else ""),
             f"Runtime(ms)   : {_format(self.runtime_ms, '.3f')}"
             + (f"  (median of {self.repetitions}, cv {self.cv:.1%})" if self.repetitions else ""),
             f"GFLOPs        : {_format(self.gflops, '.2f')}",
@@ -136,13 +138,16 @@ class CsvReport:
 
 
 def summary(results: list[PerformanceResult]) -> str:
-    """Per operation: the best verified configuration and its speedup over IREE's default."""
+    """Per operation: the best verified configuration and its speedup over IREE's default.
+
+    A configuration IREE did not apply is no candidate: its time is that of another config."""
     lines = []
     by_operation: dict[str, list[PerformanceResult]] = {}
     for result in results:
         by_operation.setdefault(result.operation, []).append(result)
     for operation, rows in by_operation.items():
-        timed = [r for r in rows if r.runtime_ms > 0 and r.verification in ("SUCCESS", "Not verified")]
+        timed = [r for r in rows if r.runtime_ms > 0 and r.config_applied != "no"
+                 and r.verification in ("SUCCESS", "Not verified")]
         if not timed:
             lines.append(f"{operation}: no configuration timed")
             continue

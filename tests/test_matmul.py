@@ -92,3 +92,15 @@ def test_emitted_mlir_carries_the_configuration_only_when_asked():
     tiled = o.emit_mlir("f", matmul.cpu_configuration(64, 64, 8, 32, 8))
     assert "compilation_info = #compilation" in tiled and "DoubleTilingExpert" in tiled
     assert Layout.ColumnMajor.value == "n"
+
+
+def test_summary_never_ranks_a_configuration_iree_ignored():
+    from performance_report import PerformanceResult, summary
+
+    def row(config, ms, applied):
+        return PerformanceResult(f"op_{config}", "op", config, "", {}, 2_000_000, 1, runtime_ms=ms,
+                                 verification="SUCCESS", config_applied=applied)
+
+    text = summary([row("default", 2.0, "n.a."), row("tile_a", 1.0, "no"), row("tile_b", 1.6, "yes")])
+    assert "best tile_b" in text and "1.25x vs default" in text
+    assert "ignored" in row("tile_a", 1.0, "no").block()
