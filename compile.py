@@ -21,12 +21,7 @@ from progress import Progress
 
 
 def parser() -> options.ArgumentParser:
-    p = options.ArgumentParser(description=__doc__,
-                               formatter_class=options.argparse.RawDescriptionHelpFormatter)
-    options.add_generated_dir(p)
-    options.add_iree_bin_dir(p)
-    options.add_dispatches(p)
-    options.add_target(p, recorded=True)
+    p = options.script_parser(__doc__, target_recorded=True)
     p.add_argument("-j", "--num-cpu", type=options.parse_num_cpu, default="-1",
                    help="parallel compiles; -1 = all cores (default)")
     p.add_argument("--force-compile", type=options.parse_bool, nargs="?", const=True, default=False,
@@ -55,10 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = {"compiled": 0, "up-to-date": 0, "failed": 0}
     progress = Progress(len(dispatches), "dispatches compiled")
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=args.num_cpu) as pool:
-        jobs = {pool.submit(compile_dispatch, tools, target, manifest.paths(d), d.configuration,
-                            d.operation.flops, extra_flags, args.compile_timeout,
-                            args.force_compile, version): d for d in dispatches}
+    pool = ThreadPoolExecutor(max_workers=args.num_cpu)
+    jobs = [pool.submit(compile_dispatch, tools, target, manifest.paths(d), d.configuration,
+                        d.operation.flops, extra_flags, args.compile_timeout,
+                        args.force_compile, version) for d in dispatches]
+    try:
         for job in as_completed(jobs):
             record, up_to_date = job.result()
             if record.status != "ok":
@@ -70,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress.message(f"NOTE {record.dispatch}: IREE did not apply the requested "
                                      "configuration (Config applied: no)")
             progress.advance()
+    finally:
+        # On Ctrl-C the running compiles got the signal too; queued ones must not start.
+        pool.shutdown(wait=True, cancel_futures=True)
     print(f"Compiled {counts['compiled']}, up-to-date {counts['up-to-date']}, failed "
           f"{counts['failed']} in {time.perf_counter() - start:.1f} s wall time")
     return 1 if counts["failed"] else 0

@@ -37,12 +37,7 @@ def parse_data_types(text: str | None, device) -> list[tuple]:
 
 
 def parser() -> options.ArgumentParser:
-    p = options.ArgumentParser(description=__doc__,
-                               formatter_class=options.argparse.RawDescriptionHelpFormatter)
-    options.add_generated_dir(p)
-    options.add_iree_bin_dir(p)
-    options.add_dispatches(p)
-    options.add_target(p, recorded=False)
+    p = options.script_parser(__doc__, target_recorded=False)
     group = p.add_argument_group("operations")
     group.add_argument("--operation-kind", choices=["matmul"], default="matmul",
                        help="operation family to generate (default: matmul)")

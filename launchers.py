@@ -120,7 +120,8 @@ class CompileRecord:
     vmfb_bytes: int = 0
     config_applied: str = "n.a."  # yes / no / n.a. (default and flag variants)
     repeat_count: int = 1
-    command: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)  # the verify build's, in full
+    flags: list[str] = field(default_factory=list)  # target, configuration and extra flags
     iree_version: str = ""
 
     def save(self, path: Path) -> None:
@@ -162,11 +163,12 @@ def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths,
             and _newer_than(paths.verify_vmfb, paths.mlir) and _newer_than(paths.profile_vmfb, paths.mlir)):
         return previous, True
 
-    for stale in (paths.verify_vmfb, paths.profile_vmfb):
+    # An interrupted rebuild must not leave an "ok" record beside a half-written vmfb.
+    for stale in (paths.compile_record, paths.verify_vmfb, paths.profile_vmfb):
         stale.unlink(missing_ok=True)
     shutil.rmtree(paths.configs, ignore_errors=True)
     record = CompileRecord(paths.name, "failed", repeat_count=repeats, command=verify,
-                           iree_version=iree_version)
+                           flags=[*target.compiler_flags(), *flags], iree_version=iree_version)
     log = [f"$ {' '.join(verify)}"]
     result = run(verify, timeout)
     log.append(result.stderr)
@@ -324,8 +326,21 @@ def cpu_model() -> str:
 
 
 def runtime_threads(device: str) -> int | str:
+    """Worker threads of the runtime device: local-task uses one per physical core."""
     if device == "local-sync":
         return 1
-    if device == "local-task":
+    if device != "local-task":
+        return "N/A"
+    try:
+        cores, core = set(), {}
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            core[key.strip()] = value.strip()
+            if not line.strip():
+                cores.add((core.get("physical id"), core.get("core id")))
+                core = {}
+        cores.add((core.get("physical id"), core.get("core id")))
+        cores.discard((None, None))
+        return len(cores) or os.cpu_count() or 1
+    except OSError:
         return os.cpu_count() or 1
-    return "N/A"

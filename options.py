@@ -96,6 +96,17 @@ def compile_patterns(text: str) -> list[re.Pattern]:
     return patterns
 
 
+def script_parser(description: str, target_recorded: bool) -> ArgumentParser:
+    """The options every script shares: generated folder, IREE tools, dispatch filter, target."""
+    parser = ArgumentParser(description=description,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_generated_dir(parser)
+    add_iree_bin_dir(parser)
+    add_dispatches(parser)
+    add_target(parser, recorded=target_recorded)
+    return parser
+
+
 def add_generated_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generated-dir", type=Path, default=Path("."),
                         help="folder in which the `generated/` folder is created (default: .)")

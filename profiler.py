@@ -7,6 +7,7 @@ the best configuration per operation. Exit status: 0 all ran (and verified), 1 a
 """
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
 from pathlib import Path
@@ -27,18 +28,13 @@ def parse_tags(text: str) -> dict[str, str]:
     for item in filter(None, (i.strip() for i in text.split(","))):
         key, sep, value = item.partition(":")
         if not sep or not key:
-            raise UserError(f"--tags entry '{item}' must be key:value")
+            raise argparse.ArgumentTypeError(f"entry '{item}' must be key:value")
         tags[key] = value
     return tags
 
 
 def parser() -> options.ArgumentParser:
-    p = options.ArgumentParser(description=__doc__,
-                               formatter_class=options.argparse.RawDescriptionHelpFormatter)
-    options.add_generated_dir(p)
-    options.add_iree_bin_dir(p)
-    options.add_dispatches(p)
-    options.add_target(p, recorded=True)
+    p = options.script_parser(__doc__, target_recorded=True)
     p.add_argument("--verification-enabled", type=options.parse_bool, default=True, metavar="BOOL",
                    help="check results against numpy (default: true)")
     p.add_argument("--profiling-enabled", type=options.parse_bool, default=True, metavar="BOOL",
@@ -92,7 +88,7 @@ class Profiler:
             return result
         result.environment.update({"compile time(s)": record.compile_seconds,
                                    "vmfb bytes": record.vmfb_bytes,
-                                   "compile flags": shlex.join(record.command[2:-2])})
+                                   "compile flags": shlex.join(record.flags)})
         result.config_applied = record.config_applied
         if record.status != "ok":
             result.verification, result.reason = "ERROR", record.reason

@@ -1,4 +1,4 @@
-"""A progress line on stderr: redrawn in place on a terminal, every ~10% in a log."""
+"""A progress line on stderr: redrawn in place on a terminal; in a log, every 10% or 30 s."""
 from __future__ import annotations
 
 import sys
@@ -14,21 +14,24 @@ class Progress:
         self.start = time.perf_counter()
         self.tty = stream.isatty()
         self._last_decile = -1
+        self._last_line = self.start
 
-    def advance(self, note: str = "") -> None:
+    def advance(self) -> None:
         self.done += 1
         elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done)
         width = 30
         filled = width * self.done // self.total
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {self.what}"
-                f"  {elapsed:.0f}s elapsed, ~{eta:.0f}s left  {note}")
+                f"  {elapsed:.0f}s elapsed, ~{eta:.0f}s left")
         if self.tty:
             self.stream.write("\r\033[K" + line[:160])
             if self.done == self.total:
                 self.stream.write("\n")
-        elif self.done * 10 // self.total != self._last_decile:
+        elif (self.done * 10 // self.total != self._last_decile or self.done == self.total
+              or time.perf_counter() - self._last_line > 30):
             self._last_decile = self.done * 10 // self.total
+            self._last_line = time.perf_counter()
             self.stream.write(line + "\n")
         self.stream.flush()
 
