@@ -51,9 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(len(dispatches), "dispatches compiled")
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=args.num_cpu)
-    jobs = [pool.submit(compile_dispatch, tools, target, manifest.paths(d), d.configuration,
-                        d.operation.flops, extra_flags, args.compile_timeout,
-                        args.force_compile, version) for d in dispatches]
+    jobs = [pool.submit(compile_dispatch, tools, target, manifest.paths(d), d, extra_flags,
+                        args.compile_timeout, args.force_compile, version) for d in dispatches]
     try:
         for job in as_completed(jobs):
             record, up_to_date = job.result()

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from library import Target, TuningConfiguration, UserError
-from manifest import DispatchPaths, write_atomically
+from manifest import Dispatch, DispatchPaths, write_atomically
 
 TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
 
@@ -148,12 +148,13 @@ def repeat_count(flops: int, target: Target) -> int:
     return max(1, min(100, math.ceil(work / max(flops, 1))))
 
 
-def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths,
-                     config: TuningConfiguration, flops: int, extra_flags: list[str],
-                     timeout: float, force: bool, iree_version: str) -> tuple[CompileRecord, bool]:
+def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dispatch: Dispatch,
+                     extra_flags: list[str], timeout: float, force: bool,
+                     iree_version: str) -> tuple[CompileRecord, bool]:
     """Build the verify and profile vmfbs of one dispatch; returns (record, was_up_to_date)."""
-    repeats = repeat_count(flops, target)
-    flags = [*config.flags, *extra_flags]
+    config = dispatch.configuration
+    repeats = repeat_count(dispatch.operation.flops, target)
+    flags = [*dispatch.operation.compile_flags, *config.flags, *extra_flags]
     verify = compile_command(tools, target, paths.mlir, paths.verify_vmfb,
                              [*flags, f"--iree-hal-dump-executable-configurations-to={paths.configs}"])
     previous = CompileRecord.load(paths.compile_record)

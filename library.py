@@ -92,6 +92,10 @@ class TensorDescription:
 
 class OperationKind(enum.Enum):
     Matmul = "matmul"
+    BatchMatmul = "batch_matmul"
+    SplitKMatmul = "split_k_matmul"
+    FusedMatmul = "fused_matmul"
+    Conv2d = "conv2d"
 
 
 class Device(enum.Enum):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol
 
+import conv
 import matmul
 from library import DataType, Target, TuningConfiguration, UserError
 
@@ -25,19 +26,26 @@ class Operation(Protocol):
     flops: int
     bytes: int
     reduction_length: int
+    compile_flags: tuple[str, ...]
     inputs: list[tuple[tuple[int, ...], DataType]]
     output: tuple[tuple[int, ...], DataType]
     arguments: str
 
     def emit_mlir(self, function_name: str, config: TuningConfiguration) -> str: ...
+    def compute(self, *inputs, dtype=...): ...
     def reference(self, *inputs): ...
     def report_fields(self) -> dict: ...
     def to_json(self) -> dict: ...
 
 
-# One entry per operation family: adding a family touches only this table.
-OPERATION_TYPES = {"matmul": matmul.MatmulOperation}
-TUNING_SPACES = {"matmul": matmul.tuning_configurations}
+# One entry per operation kind: adding a family touches only these tables.
+OPERATION_TYPES = {
+    "matmul": matmul.MatmulOperation, "batch_matmul": matmul.MatmulOperation,
+    "split_k_matmul": matmul.MatmulOperation, "fused_matmul": matmul.MatmulOperation,
+    "conv2d": conv.Conv2dOperation,
+}
+TUNING_SPACES = {kind: (conv.tuning_configurations if kind == "conv2d" else matmul.tuning_configurations)
+                 for kind in OPERATION_TYPES}
 
 
 def operation_from_json(data: dict) -> Operation:

@@ -10,9 +10,17 @@ from library import (DATA_TILING_CONFIGURATION, DEFAULT_CONFIGURATION, DataType,
                      make_configuration)
 
 
+EPILOGUES = ("bias_relu", "bias_gelu")
+
+
 @dataclass(frozen=True)
 class MatmulOperation:
-    """C[m, n] = sum_k A[m, k] * B[k, n]; operands stored in the layouts of their descriptions."""
+    """C[b, m, n] = sum_k A[b, m, k] * B[b, k, n], operands stored in their descriptions' layouts.
+
+    One dataclass for the family: `batch` > 0 makes it a batch_matmul, `split_k_slices` > 0 a
+    matmul whose reduction IREE splits into that many parallel partial products, `epilogue`
+    a matmul + bias + activation fused into one dispatch.
+    """
 
     m: int
     n: int
@@ -20,95 +28,195 @@ class MatmulOperation:
     lhs: TensorDescription
     rhs: TensorDescription
     result: TensorDescription
-    kind = OperationKind.Matmul
+    batch: int = 0
+    split_k_slices: int = 0
+    epilogue: str = ""
+
+    @property
+    def kind(self) -> OperationKind:
+        if self.batch:
+            return OperationKind.BatchMatmul
+        if self.split_k_slices:
+            return OperationKind.SplitKMatmul
+        if self.epilogue:
+            return OperationKind.FusedMatmul
+        return OperationKind.Matmul
 
     @property
     def name(self) -> str:
-        return f"matmul_{self.m}x{self.n}x{self.k}_{self.lhs.name}_{self.rhs.name}_{self.result.name}"
+        shape = f"{self.m}x{self.n}x{self.k}"
+        if self.batch:
+            shape = f"{self.batch}x{shape}"
+        suffix = f"_splitk{self.split_k_slices}" if self.split_k_slices else ""
+        suffix += f"_{self.epilogue}" if self.epilogue else ""
+        return f"{self.kind.value}_{shape}_{self.lhs.name}_{self.rhs.name}_{self.result.name}{suffix}"
+
+    @property
+    def batch_count(self) -> int:
+        return max(self.batch, 1)
 
     @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        return 2 * self.batch_count * self.m * self.n * self.k
 
     @property
     def bytes(self) -> int:
-        return (self.m * self.k * self.lhs.dtype.bytes + self.k * self.n * self.rhs.dtype.bytes
-                + self.m * self.n * self.result.dtype.bytes)
+        return self.batch_count * (self.m * self.k * self.lhs.dtype.bytes
+                                   + self.k * self.n * self.rhs.dtype.bytes
+                                   + self.m * self.n * self.result.dtype.bytes)
 
     @property
     def reduction_length(self) -> int:
         return self.k
 
     @property
+    def compile_flags(self) -> tuple[str, ...]:
+        """Flags every configuration of this operation is compiled with."""
+        if self.split_k_slices:
+            return (f"--iree-dispatch-creation-split-matmul-reduction={self.split_k_slices}",)
+        return ()
+
+    @property
+    def _batch_dims(self) -> tuple[int, ...]:
+        return (self.batch,) if self.batch else ()
+
+    @property
     def inputs(self) -> list[tuple[tuple[int, ...], DataType]]:
         """Shapes as stored (a column-major operand is its transpose in row-major storage)."""
         lhs = (self.m, self.k) if self.lhs.layout is Layout.RowMajor else (self.k, self.m)
         rhs = (self.k, self.n) if self.rhs.layout is Layout.RowMajor else (self.n, self.k)
-        return [(lhs, self.lhs.dtype), (rhs, self.rhs.dtype)]
+        shapes = [(self._batch_dims + lhs, self.lhs.dtype), (self._batch_dims + rhs, self.rhs.dtype)]
+        if self.epilogue:
+            shapes.append(((self.n,), self.result.dtype))  # the bias
+        return shapes
 
     @property
     def output(self) -> tuple[tuple[int, ...], DataType]:
-        return (self.m, self.n), self.result.dtype
+        return self._batch_dims + (self.m, self.n), self.result.dtype
 
     @property
     def arguments(self) -> str:
         """The old profiler's `Arguments` text."""
-        return (f"--batch_count=1 --m={self.m} --n={self.n} --k={self.k} --lhs={self.lhs.name} "
-                f"--rhs={self.rhs.name} --result={self.result.name}\n"
-                "--split_k_mode=N/A --split_k_slices=N/A")
+        fields = self.report_fields()
+        return (f"--batch_count={self.batch_count} --m={self.m} --n={self.n} --k={self.k} "
+                f"--lhs={self.lhs.name} --rhs={self.rhs.name} --result={self.result.name}\n"
+                f"--split_k_mode={fields['split_k_mode']} --split_k_slices={fields['split_k_slices']}"
+                + (f" --epilogue={self.epilogue}" if self.epilogue else ""))
 
     def report_fields(self) -> dict:
-        return {"op_kind": self.kind.value, "m": self.m, "n": self.n, "k": self.k, "batch_count": 1,
-                "lhs": self.lhs.name, "rhs": self.rhs.name, "result": self.result.name,
-                "split_k_mode": "N/A", "split_k_slices": "N/A"}
+        return {"op_kind": self.kind.value, "m": self.m, "n": self.n, "k": self.k,
+                "batch_count": self.batch_count, "lhs": self.lhs.name, "rhs": self.rhs.name,
+                "result": self.result.name,
+                "split_k_mode": "parallel" if self.split_k_slices else "N/A",
+                "split_k_slices": self.split_k_slices or "N/A"}
 
-    def reference(self, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-        """Exact for the integer-valued inputs we feed: float64 BLAS, never numpy's f16/int loops."""
-        a = lhs.astype(np.float64)
-        b = rhs.astype(np.float64)
+    def compute(self, lhs: np.ndarray, rhs: np.ndarray, bias: np.ndarray | None = None,
+                dtype=np.float64) -> np.ndarray:
+        """The result through BLAS in `dtype` (never numpy's slow f16/int loops). float64 is exact
+        for the integer-valued inputs we feed: that is the reference."""
+        a, b = lhs.astype(dtype), rhs.astype(dtype)
         if self.lhs.layout is Layout.ColumnMajor:
-            a = a.T
+            a = np.swapaxes(a, -1, -2)
         if self.rhs.layout is Layout.ColumnMajor:
-            b = b.T
-        return a @ b
+            b = np.swapaxes(b, -1, -2)
+        c = a @ b
+        if self.epilogue:
+            c = activation(self.epilogue, c + bias.astype(dtype))
+        return c
+
+    def reference(self, *inputs: np.ndarray) -> np.ndarray:
+        return self.compute(*inputs)
 
     def emit_mlir(self, function_name: str, config: TuningConfiguration) -> str:
-        (lhs_shape, lhs_t), (rhs_shape, rhs_t) = self.inputs
-        lhs_type = f"tensor<{lhs_shape[0]}x{lhs_shape[1]}x{lhs_t.mlir}>"
-        rhs_type = f"tensor<{rhs_shape[0]}x{rhs_shape[1]}x{rhs_t.mlir}>"
+        types = [tensor_type(shape, dtype) for shape, dtype in self.inputs]
         out_t = self.result.dtype
-        out_type = f"tensor<{self.m}x{self.n}x{out_t.mlir}>"
-        attributes = []
-        prologue = ""
-        if config.compilation_info is not None:
-            prologue = f"#compilation = {config.compilation_info}\n\n"
-            attributes.append("compilation_info = #compilation")
+        out_type = tensor_type(*self.output)
+        attributes = ["compilation_info = #compilation"] if config.compilation_info else []
+        op = "linalg.batch_matmul" if self.batch else "linalg.matmul"
         maps = ""
         if (self.lhs.layout, self.rhs.layout) != (Layout.RowMajor, Layout.RowMajor):
             a = "(d0, d2)" if self.lhs.layout is Layout.RowMajor else "(d2, d0)"
             b = "(d2, d1)" if self.rhs.layout is Layout.RowMajor else "(d1, d2)"
             maps = (f" indexing_maps = [affine_map<(d0, d1, d2) -> {a}>, "
                     f"affine_map<(d0, d1, d2) -> {b}>, affine_map<(d0, d1, d2) -> (d0, d1)>]")
-        attr_text = f" {{{', '.join(attributes)}}}" if attributes else ""
-        return (
-            f"{prologue}"
-            f"func.func @{function_name}(%lhs: {lhs_type}, %rhs: {rhs_type}) -> {out_type} {{\n"
-            f"  %zero = arith.constant {out_t.zero} : {out_t.mlir}\n"
-            f"  %init = tensor.empty() : {out_type}\n"
-            f"  %acc = linalg.fill ins(%zero : {out_t.mlir}) outs(%init : {out_type}) -> {out_type}\n"
-            f"  %result = linalg.matmul{maps}{attr_text}\n"
-            f"      ins(%lhs, %rhs : {lhs_type}, {rhs_type}) outs(%acc : {out_type}) -> {out_type}\n"
-            f"  return %result : {out_type}\n"
-            "}\n")
+        arguments = ", ".join(f"%{n}: {t}" for n, t in zip(("lhs", "rhs", "bias"), types))
+        body = (f"  %zero = arith.constant {out_t.zero} : {out_t.mlir}\n"
+                f"  %init = tensor.empty() : {out_type}\n"
+                f"  %acc = linalg.fill ins(%zero : {out_t.mlir}) outs(%init : {out_type}) -> {out_type}\n"
+                f"  %product = {op}{maps}{attribute_dictionary(attributes)}\n"
+                f"      ins(%lhs, %rhs : {types[0]}, {types[1]}) outs(%acc : {out_type}) -> {out_type}\n")
+        result = "%product"
+        if self.epilogue:
+            body += epilogue_mlir(self.epilogue, out_t, len(self.output[0]), out_type, types[2])
+            result = "%result"
+        return (prologue(config)
+                + f"func.func @{function_name}({arguments}) -> {out_type} {{\n{body}"
+                + f"  return {result} : {out_type}\n}}\n")
 
     def to_json(self) -> dict:
         return {"kind": self.kind.value, "m": self.m, "n": self.n, "k": self.k,
-                "lhs": self.lhs.name, "rhs": self.rhs.name, "result": self.result.name}
+                "lhs": self.lhs.name, "rhs": self.rhs.name, "result": self.result.name,
+                "batch": self.batch, "split_k_slices": self.split_k_slices, "epilogue": self.epilogue}
 
     @classmethod
     def from_json(cls, data: dict) -> "MatmulOperation":
         return cls(data["m"], data["n"], data["k"], TensorDescription.parse(data["lhs"]),
-                   TensorDescription.parse(data["rhs"]), TensorDescription.parse(data["result"]))
+                   TensorDescription.parse(data["rhs"]), TensorDescription.parse(data["result"]),
+                   data.get("batch", 0), data.get("split_k_slices", 0), data.get("epilogue", ""))
+
+
+def tensor_type(shape: tuple[int, ...], dtype: DataType) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x{dtype.mlir}>"
+
+
+def attribute_dictionary(attributes: list[str]) -> str:
+    return f" {{{', '.join(attributes)}}}" if attributes else ""
+
+
+def prologue(config: TuningConfiguration) -> str:
+    """The `#compilation` alias the root op refers to, when the configuration has one."""
+    return f"#compilation = {config.compilation_info}\n\n" if config.compilation_info else ""
+
+
+def activation(name: str, x: np.ndarray) -> np.ndarray:
+    if name == "bias_relu":
+        return np.maximum(x, 0)
+    # GELU, tanh approximation (PyTorch's approximate="tanh"), as emitted below.
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def epilogue_mlir(epilogue: str, out_t: DataType, rank: int, out_type: str, bias_type: str) -> str:
+    """result = activation(product + bias[n]) as one elementwise linalg.generic IREE fuses into
+    the matmul's dispatch (the tuning configuration stays on the matmul, the root)."""
+    t = out_t.mlir
+    add = "arith.addf" if out_t.is_float else "arith.addi"
+    if epilogue == "bias_relu":
+        act = (f"      %r = {'arith.maximumf' if out_t.is_float else 'arith.maxsi'} %s, %zero : {t}\n")
+    else:
+        act = (f"      %c0 = arith.constant 0.044715 : {t}\n"
+               f"      %c1 = arith.constant 0.7978845608028654 : {t}\n"
+               f"      %half = arith.constant 0.5 : {t}\n"
+               f"      %one = arith.constant 1.0 : {t}\n"
+               f"      %x2 = arith.mulf %s, %s : {t}\n"
+               f"      %x3 = arith.mulf %x2, %s : {t}\n"
+               f"      %a = arith.mulf %x3, %c0 : {t}\n"
+               f"      %b = arith.addf %s, %a : {t}\n"
+               f"      %c = arith.mulf %b, %c1 : {t}\n"
+               f"      %th = math.tanh %c : {t}\n"
+               f"      %d = arith.addf %th, %one : {t}\n"
+               f"      %e = arith.mulf %s, %half : {t}\n"
+               f"      %r = arith.mulf %e, %d : {t}\n")
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    identity = f"affine_map<({dims}) -> ({dims})>"
+    bias_map = f"affine_map<({dims}) -> (d{rank - 1})>"
+    iterators = ", ".join(['"parallel"'] * rank)
+    return (f"  %result = linalg.generic {{indexing_maps = [{identity}, {bias_map}, {identity}], "
+            f"iterator_types = [{iterators}]}}\n"
+            f"      ins(%product, %bias : {out_type}, {bias_type}) outs(%init : {out_type}) {{\n"
+            f"    ^bb0(%p: {t}, %q: {t}, %o: {t}):\n"
+            f"      %s = {add} %p, %q : {t}\n{act}"
+            f"      linalg.yield %r : {t}\n"
+            f"  }} -> {out_type}\n")
 
 
 # (lhs, rhs, result) element types each device compiles and verifies.
@@ -148,11 +256,18 @@ CPU_TILES = [
 CPU_MIN_TILED_DIMENSION = 64
 
 
-def cpu_configuration(dm: int, dn: int, vm: int, vn: int, vk: int) -> TuningConfiguration:
+def tile_list(batch: bool, values: list[int], batch_tile: int) -> str:
+    """A tile-size list, with the batch dimension's entry first for batch_matmul."""
+    return "[" + ", ".join(map(str, ([batch_tile] if batch else []) + values)) + "]"
+
+
+def cpu_configuration(dm: int, dn: int, vm: int, vn: int, vk: int,
+                      batch: bool = False) -> TuningConfiguration:
     if vm * vn * vk > CPU_MAX_VECTOR_ELEMENTS:
         raise ValueError(f"vector tile {vm}x{vn}x{vk} exceeds {CPU_MAX_VECTOR_ELEMENTS} elements")
-    lowering = (f"#iree_cpu.lowering_config<distribution = [{dm}, {dn}, 0], "
-                f"vector_common_parallel = [{vm}, {vn}, 0], vector_reduction = [0, 0, {vk}]>")
+    lowering = (f"#iree_cpu.lowering_config<distribution = {tile_list(batch, [dm, dn, 0], 1)}, "
+                f"vector_common_parallel = {tile_list(batch, [vm, vn, 0], 1)}, "
+                f"vector_reduction = {tile_list(batch, [0, 0, vk], 0)}>")
     translation = "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>"
     return make_configuration(f"tile_config_{dm}x{dn}_{vm}x{vn}x{vk}", lowering, translation)
 
@@ -207,9 +322,11 @@ def cuda_tensorcore_configuration(op: MatmulOperation, arch: str, wm: int, wn: i
     if threads > CUDA_MAX_THREADS or smem > CUDA_SHARED_MEMORY.get(arch, 101376):
         return None
     sg_m, sg_n = wm // (warps_m * mma.m), wn // (warps_n * mma.n)
+    batch = bool(op.batch)
     lowering = (f"#iree_gpu.lowering_config<{{mma_kind = #iree_gpu.mma_layout<{mma.name}>, "
-                f"promote_operands = [0, 1], reduction = [0, 0, {kt // mma.k}], "
-                f"subgroup = [{sg_m}, {sg_n}, 0], workgroup = [{wm}, {wn}, 0]}}>")
+                f"promote_operands = [0, 1], reduction = {tile_list(batch, [0, 0, kt // mma.k], 0)}, "
+                f"subgroup = {tile_list(batch, [sg_m, sg_n, 0], 0)}, "
+                f"workgroup = {tile_list(batch, [wm, wn, 0], 1)}}}>")
     translation = ("#iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                    f"workgroup_size = [{threads}, 1, 1] subgroup_size = {CUDA_SUBGROUP}, "
                    "{gpu_pipeline_options = #iree_gpu.pipeline_options<"
@@ -235,27 +352,29 @@ def cuda_simt_configuration(op: MatmulOperation, arch: str, wm: int, wn: int, kt
 
 
 def tuning_configurations(op: MatmulOperation, target: Target) -> list[TuningConfiguration]:
-    """IREE's default first (the baseline of every sweep), then flag variants, then tile configs."""
+    """IREE's default first (the baseline of every sweep), then flag variants, then tile configs.
+
+    Split-k gets the default only: IREE's split turns the matmul into a 4-loop op that a
+    3-entry config does not fit.
+    """
+    if op.split_k_slices:
+        return [DEFAULT_CONFIGURATION]
     if target.device is Device.LLVMCPU:
         configs = [DEFAULT_CONFIGURATION, DATA_TILING_CONFIGURATION]
         if min(op.m, op.n, op.k) >= CPU_MIN_TILED_DIMENSION:
-            configs += [cpu_configuration(*tiles) for tiles in CPU_TILES]
+            configs += [cpu_configuration(*tiles, batch=bool(op.batch)) for tiles in CPU_TILES]
         return configs
     configs = [DEFAULT_CONFIGURATION]
     if target.device is Device.CUDA:
         if op.lhs.dtype is DataType.f32:
+            if op.batch:
+                return configs
             candidates = [cuda_simt_configuration(op, target.cuda_arch, *t) for t in CUDA_SIMT_TILES]
         else:
             candidates = [cuda_tensorcore_configuration(op, target.cuda_arch, *t)
                           for t in CUDA_TENSORCORE_TILES]
         configs += [c for c in candidates if c is not None]
     return configs
-
-
-def operations(m_values: list[int], n_values: list[int], k_values: list[int],
-               data_types: list[tuple[DataType, DataType, DataType]]) -> list[MatmulOperation]:
-    return [MatmulOperation(m, n, k, TensorDescription(a), TensorDescription(b), TensorDescription(c))
-            for m in m_values for n in n_values for k in k_values for a, b, c in data_types]
 
 
 # The generator's predefined problems: small enough for a 2-core laptop, big enough to tile.

@@ -34,37 +34,38 @@ def _parse_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
 
 
-def parse_positive(text: str) -> int:
+def parse_positive(text: str, minimum: int = 1) -> int:
     value = _parse_int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} must be positive" if minimum == 1
+                                         else f"{value} must be >= {minimum}")
     return value
 
 
-def parse_sizes(text: str) -> list[int]:
+def parse_sizes(text: str, minimum: int = 1) -> list[int]:
     """`768`, `64,128,256` or `start:end:step` (end included when the steps land on it)."""
     values: list[int] = []
     for item in text.split(","):
         item = item.strip()
-        if ":" in item:
-            parts = item.split(":")
-            if len(parts) != 3:
-                raise argparse.ArgumentTypeError(f"range '{item}' must be start:end:step")
-            start, end = parse_positive(parts[0]), parse_positive(parts[1])
-            step = _parse_step(parts[2], item)
-            if end < start:
-                raise argparse.ArgumentTypeError(f"range '{item}' is empty (end < start)")
-            values.extend(range(start, end + 1, step))
-        else:
-            values.append(parse_positive(item))
+        if ":" not in item:
+            values.append(parse_positive(item, minimum))
+            continue
+        parts = item.split(":")
+        if len(parts) != 3:
+            raise argparse.ArgumentTypeError(f"range '{item}' must be start:end:step")
+        start, end = parse_positive(parts[0], minimum), parse_positive(parts[1], minimum)
+        step = _parse_int(parts[2])
+        if step <= 0:
+            raise argparse.ArgumentTypeError(f"range '{item}' needs a positive step")
+        if end < start:
+            raise argparse.ArgumentTypeError(f"range '{item}' is empty (end < start)")
+        values.extend(range(start, end + 1, step))
     return values
 
 
-def _parse_step(text: str, item: str) -> int:
-    step = _parse_int(text)
-    if step <= 0:
-        raise argparse.ArgumentTypeError(f"range '{item}' needs a positive step")
-    return step
+def parse_sizes_or_zero(text: str) -> list[int]:
+    """Like parse_sizes, with 0 allowed (padding)."""
+    return parse_sizes(text, minimum=0)
 
 
 def parse_num_cpu(text: str) -> int:

@@ -12,6 +12,7 @@ import pandas as pd
 from library import UserError
 
 PROVIDER_IREE = "IREE Codegen"
+PROVIDER_NUMPY = "numpy"
 SEPARATOR = "-" * 64
 
 COLUMNS = [
@@ -138,7 +139,8 @@ class CsvReport:
 
 
 def summary(results: list[PerformanceResult]) -> str:
-    """Per operation: the best verified configuration and its speedup over IREE's default.
+    """Per operation: the best verified IREE configuration, its speedup over IREE's default, and
+    numpy when it was profiled.
 
     A configuration IREE did not apply is no candidate: its time is that of another config."""
     lines = []
@@ -148,13 +150,20 @@ def summary(results: list[PerformanceResult]) -> str:
     for operation, rows in by_operation.items():
         timed = [r for r in rows if r.runtime_ms > 0 and r.config_applied != "no"
                  and r.verification in ("SUCCESS", "Not verified")]
-        if not timed:
-            lines.append(f"{operation}: no configuration timed")
-            continue
-        best = min(timed, key=lambda r: r.runtime_ms)
-        default = next((r for r in timed if r.configuration == "default"), None)
-        speedup = (f"{default.runtime_ms / best.runtime_ms:.2f}x vs default ({default.runtime_ms:.3f} ms)"
-                   if default else "default not timed")
-        lines.append(f"{operation}: best {best.configuration} {best.runtime_ms:.3f} ms, "
-                     f"{best.gflops:.1f} GFLOP/s, {speedup}")
+        iree = [r for r in timed if r.provider == PROVIDER_IREE]
+        numpy = next((r for r in timed if r.provider == PROVIDER_NUMPY), None)
+        if not iree:
+            line = f"{operation}: no IREE configuration timed"
+        else:
+            best = min(iree, key=lambda r: r.runtime_ms)
+            default = next((r for r in iree if r.configuration == "default"), None)
+            speedup = (f"{default.runtime_ms / best.runtime_ms:.2f}x vs default ({default.runtime_ms:.3f} ms)"
+                       if default else "default not timed")
+            line = (f"{operation}: best {best.configuration} {best.runtime_ms:.3f} ms, "
+                    f"{best.gflops:.1f} GFLOP/s, {speedup}")
+            if numpy:
+                line += f"; best IREE / numpy {numpy.runtime_ms / best.runtime_ms:.2f}x"
+        if numpy:
+            line += f"; numpy {numpy.runtime_ms:.3f} ms, {numpy.gflops:.1f} GFLOP/s"
+        lines.append(line)
     return "\n".join(lines)

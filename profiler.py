@@ -14,11 +14,16 @@ from pathlib import Path
 from typing import Sequence
 
 import options
+import numpy as np
+
+from baselines import machine_peak, time_numpy
 from launchers import (BenchmarkResult, CompileRecord, IreeTools, benchmark_command,
                        benchmark_module, cpu_model, run_module, runtime_threads)
-from library import Target, UserError
+from library import Device, Target, UserError
 from manifest import Dispatch, Manifest, select
-from performance_report import CsvReport, PerformanceResult, summary
+from performance_report import (PROVIDER_IREE, PROVIDER_NUMPY, CsvReport, PerformanceResult,
+                                summary)
+from plots import write_plots
 from progress import Progress
 from verification import ReferenceCache, compare
 
@@ -55,7 +60,23 @@ def parser() -> options.ArgumentParser:
                    help="minimum time of each repetition (default: 0.1)")
     p.add_argument("--run-timeout", type=float, default=120.0, metavar="SECONDS",
                    help="limit for one verification run or benchmark (default: 120)")
+    p.add_argument("--providers", type=parse_providers, default=[PROVIDER_IREE], metavar="NAME,...",
+                   help="iree (the dispatches) and/or numpy (numpy/OpenBLAS on the same problem, "
+                        "as its own rows) (default: iree)")
+    p.add_argument("--plot", type=Path, default=None, metavar="DIR",
+                   help="write PNGs: GFLOP/s per configuration of each operation, and a roofline "
+                        "against this machine's measured peak (llvm-cpu)")
     return p
+
+
+def parse_providers(text: str) -> list[str]:
+    names = {"iree": PROVIDER_IREE, "numpy": PROVIDER_NUMPY}
+    chosen = []
+    for item in (i.strip() for i in text.split(",")):
+        if item not in names:
+            raise argparse.ArgumentTypeError(f"unknown provider '{item}' (known: iree, numpy)")
+        chosen.append(names[item])
+    return chosen
 
 
 class Profiler:
@@ -71,16 +92,27 @@ class Profiler:
             "threads": runtime_threads(self.device), "IREE version": manifest.iree_version,
         }
 
-    def result_for(self, dispatch: Dispatch) -> PerformanceResult:
-        operation = dispatch.operation
+    def result_for(self, operation, configuration: str, provider: str = PROVIDER_IREE) -> PerformanceResult:
         return PerformanceResult(
-            dispatch=dispatch.name, operation=operation.name,
-            configuration=dispatch.configuration.name, arguments=operation.arguments,
+            dispatch=f"{operation.name}_{configuration}", operation=operation.name,
+            configuration=configuration, arguments=operation.arguments,
             operation_fields=operation.report_fields(), flops=operation.flops,
-            bytes=operation.bytes, environment=dict(self.environment))
+            bytes=operation.bytes, provider=provider, environment=dict(self.environment))
+
+    def profile_numpy(self, operation) -> PerformanceResult:
+        """numpy/OpenBLAS on the same inputs: its own row, verified like a dispatch."""
+        result = self.result_for(operation, "numpy", PROVIDER_NUMPY)
+        result.environment.update({"target": f"numpy {np.__version__}", "IREE version": ""})
+        cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
+        timing, value = time_numpy(operation, cache.load_inputs(), self.args.benchmark_repetitions,
+                                   self.args.benchmark_min_time)
+        if self.args.verification_enabled:
+            self.check(operation, value, cache, result)
+        self.record_timing(result, timing)
+        return result
 
     def profile(self, dispatch: Dispatch) -> PerformanceResult:
-        result = self.result_for(dispatch)
+        result = self.result_for(dispatch.operation, dispatch.configuration.name)
         paths = self.manifest.paths(dispatch)
         record = CompileRecord.load(paths.compile_record)
         if record is None:
@@ -122,8 +154,11 @@ class Profiler:
             return
         finally:
             output.unlink(missing_ok=True)
-        shape, dtype = dispatch.operation.output
-        check = compare(got, cache.expected(), dtype, dispatch.operation.reduction_length)
+        self.check(dispatch.operation, got, cache, result)
+
+    @staticmethod
+    def check(operation, got, cache: ReferenceCache, result: PerformanceResult) -> None:
+        check = compare(got, cache.expected(), operation.output[1], operation.reduction_length)
         result.max_abs_error = check.max_abs_error
         result.verification = "SUCCESS" if check.passed else "FAILED"
         if not check.passed:
@@ -157,15 +192,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     report = CsvReport(args.output, append=args.append or args.resume, tags=args.tags)
+    all_selected, done = dispatches, set()
     if args.resume:
         done = report.done_dispatches()
         dispatches = [d for d in dispatches if d.name not in done]
         print(f"Resuming: {len(done)} dispatches already in {args.output}, {len(dispatches)} to go")
 
+    # Work in operation order: each operation's dispatches, then its numpy row.
+    jobs: dict[str, list] = {}
+    for dispatch in dispatches if PROVIDER_IREE in args.providers else []:
+        jobs.setdefault(dispatch.operation.name, []).append(dispatch)
+    if PROVIDER_NUMPY in args.providers:
+        for operation in dict.fromkeys(d.operation for d in all_selected):
+            if f"{operation.name}_numpy" not in done:
+                jobs.setdefault(operation.name, []).append(operation)
+    work = [job for queue in jobs.values() for job in queue]
+
     results = []
-    progress = Progress(len(dispatches), "dispatches profiled")
-    for dispatch in dispatches:
-        result = profiler.profile(dispatch)
+    progress = Progress(len(work), "dispatches profiled")
+    for job in work:
+        result = profiler.profile(job) if isinstance(job, Dispatch) else profiler.profile_numpy(job)
         results.append(result)
         report.append(result)
         progress.message(result.block())
@@ -176,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = [r for r in results if r.failed]
     if args.output is not None:
         print(f"Writing performance report to {args.output}")
+    if args.plot is not None and results:
+        peak = machine_peak() if target.device is Device.LLVMCPU else None
+        written = write_plots(results, args.plot, peak)
+        print(f"Wrote {len(written)} plots to {args.plot}")
     print(f"{len(results)} dispatches: {len(results) - len(failed)} ok, {len(failed)} FAILED/ERROR")
     return 1 if failed else 0
 

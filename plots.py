@@ -1,0 +1,76 @@
+"""PNG plots of a profiling run: GFLOP/s per configuration of each operation, and a roofline."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+from performance_report import PROVIDER_IREE, PROVIDER_NUMPY, PerformanceResult  # noqa: E402
+
+
+def configuration_plot(operation: str, results: list[PerformanceResult], path: Path) -> None:
+    """Bars of GFLOP/s per IREE configuration; default in orange, numpy as a dashed line."""
+    iree = [r for r in results if r.provider != PROVIDER_NUMPY and r.gflops > 0]
+    iree.sort(key=lambda r: r.gflops)
+    numpy = [r for r in results if r.provider == PROVIDER_NUMPY and r.gflops > 0]
+    figure, axis = plt.subplots(figsize=(9, 0.35 * len(iree) + 1.8))
+    colours = ["tab:orange" if r.configuration == "default"
+               else "tab:gray" if r.config_applied == "no" else "tab:blue" for r in iree]
+    axis.barh([r.configuration for r in iree], [r.gflops for r in iree], color=colours)
+    for r in numpy:
+        axis.axvline(r.gflops, color="tab:green", linestyle="--", label=f"numpy {r.gflops:.1f}")
+    if numpy:
+        axis.legend(loc="lower right")
+    axis.set_xlabel("GFLOP/s (orange: IREE default; gray: config not applied)")
+    axis.set_title(operation, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def roofline_plot(results: list[PerformanceResult], peak: dict, path: Path) -> None:
+    timed = [r for r in results if r.gflops > 0 and r.bytes > 0]
+    figure, axis = plt.subplots(figsize=(8, 5.5))
+    intensities = [r.flops / r.bytes for r in timed] or [1.0]
+    low, high = min(intensities) / 2, max(intensities) * 2
+    ridge = peak["gflops"] / peak["gbps"]
+    xs = sorted({low, high, min(max(ridge, low), high)})
+    axis.plot(xs, [min(peak["gflops"], x * peak["gbps"]) for x in xs], color="black",
+              label=f"peak: {peak['gflops']:.0f} GFLOP/s BLAS, {peak['gbps']:.1f} GB/s copy")
+    for provider, marker in ((PROVIDER_IREE, "o"), (PROVIDER_NUMPY, "s")):
+        points = [r for r in timed if r.provider == provider]
+        if points:
+            axis.scatter([r.flops / r.bytes for r in points], [r.gflops for r in points],
+                         marker=marker, alpha=0.6, label=provider)
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("arithmetic intensity (FLOP/byte)")
+    axis.set_ylabel("GFLOP/s")
+    axis.set_title("roofline of all dispatches")
+    axis.legend(fontsize=8)
+    axis.grid(True, which="both", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def write_plots(results: list[PerformanceResult], folder: Path, peak: dict | None) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    by_operation: dict[str, list[PerformanceResult]] = {}
+    for result in results:
+        by_operation.setdefault(result.operation, []).append(result)
+    for operation, rows in by_operation.items():
+        if any(r.gflops > 0 and not math.isnan(r.gflops) for r in rows):
+            path = folder / f"{operation}.png"
+            configuration_plot(operation, rows, path)
+            written.append(path)
+    if peak is not None:
+        path = folder / "roofline.png"
+        roofline_plot(results, peak, path)
+        written.append(path)
+    return written
