@@ -24,6 +24,7 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/bench_matmul.py
+	$(PY) benchmarks/bench_operations.py
 
 clean:
 	rm -rf $(GEN) .pytest_cache

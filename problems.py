@@ -63,17 +63,21 @@ def parse_column_map(text: str | None) -> dict[str, str]:
     return mapping
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
+def _rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     try:
         with open(path, newline="") as handle:
-            rows = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            header = [name for name in reader.fieldnames or [] if name]
     except OSError as error:
         raise UserError(f"cannot read --problems-file {path}: {error.strerror}") from None
     except csv.Error as error:
         raise UserError(f"--problems-file {path} is not a CSV file: {error}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--problems-file {path} is not a text file") from None
     if not rows:
         raise UserError(f"--problems-file {path} has no rows")
-    return rows
+    return header, rows
 
 
 def _columns(path: Path, header: list[str], aliases: dict, mapping: dict[str, str],
@@ -106,8 +110,8 @@ def _integer(path: Path, number: int, column: str, text: str | None, default: in
 
 
 def matmul_problems(path: Path, mapping: dict[str, str]) -> list[MatmulProblem]:
-    rows = _rows(path)
-    columns = _columns(path, list(rows[0]), MATMUL_ALIASES, mapping, ("m", "n", "k"))
+    header, rows = _rows(path)
+    columns = _columns(path, header, MATMUL_ALIASES, mapping, ("m", "n", "k"))
     problems = []
     for number, row in enumerate(rows, start=2):
         if row.get("active", "1") == "0":
@@ -121,8 +125,8 @@ def matmul_problems(path: Path, mapping: dict[str, str]) -> list[MatmulProblem]:
 
 
 def conv_problems(path: Path, mapping: dict[str, str]) -> list[ConvProblem]:
-    rows = _rows(path)
-    columns = _columns(path, list(rows[0]), CONV_ALIASES, mapping, ("n", "h", "w", "c", "f", "kh", "kw"))
+    header, rows = _rows(path)
+    columns = _columns(path, header, CONV_ALIASES, mapping, ("n", "h", "w", "c", "f", "kh", "kw"))
     defaults = {"stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0, "dil_h": 1, "dil_w": 1, "groups": 1}
     problems = []
     for number, row in enumerate(rows, start=2):

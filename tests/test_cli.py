@@ -16,6 +16,16 @@ GENERATOR_ERRORS = [
     (["--dispatches=matmul_("], "invalid regular expression"),
     (["--dispatches=conv2d_"], "selects none"),
     (["--runtime-device=cuda"], "cannot run llvm-cpu"),
+    (["--operation-kind=gemm"], "unknown operation kind 'gemm'"),
+    (["--operation-kind=fused_matmul", "--epilogues=bias_tanh"], "unknown epilogue"),
+    (["--operation-kind=conv2d", "--conv-layouts=nhwc"], "unknown conv layout"),
+    (["--operation-kind=conv2d", "--input-n=1"], "go together"),
+    (["--operation-kind=conv2d", "--input-n=1", "--input-h=2", "--input-w=2", "--input-c=1",
+      "--filter-h=3", "--filter-w=3", "--filter-f=1"], "does not fit the padded input"),
+    (["--operation-kind=conv2d", "--padding=-1"], "must be >= 0"),
+    (["--problems-file=/nonexistent.csv"], "cannot read --problems-file"),
+    (["--problems-file=README.md"], "lacks columns"),
+    (["--split-k-slices=0", "--operation-kind=split_k_matmul"], "must be positive"),
 ]
 
 
@@ -63,6 +73,7 @@ def tiny(tmp_path_factory):
     ("profiler.py", ["--output=/proc/forbidden/data.csv"], "cannot write --output"),
     ("profiler.py", ["--resume"], "need --output"),
     ("profiler.py", ["--runtime-device=cuda"], "cannot run llvm-cpu"),
+    ("profiler.py", ["--providers=cublas"], "unknown provider 'cublas'"),
 ])
 def test_compile_and_profiler_reject_bad_input(tiny, script, args, message):
     result = run_script(script, "--generated-dir", tiny, *args)

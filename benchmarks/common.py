@@ -1,0 +1,61 @@
+"""What the benchmark scripts share: running our scripts, and the side-by-side ratio table."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ROOT.parent / "shared" / "workloads"
+
+
+def script(name: str, *args) -> float:
+    """Run one of our scripts as a user would; returns its wall time."""
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, str(ROOT / name), *map(str, args)], cwd=ROOT,
+                            capture_output=True, text=True)
+    if result.returncode not in (0, 1):  # 1: some dispatch failed, which the table shows
+        sys.exit(f"{name} failed:\n{result.stderr}")
+    return time.perf_counter() - start
+
+
+def compile_and_profile(work: Path, repetitions: int) -> tuple[pd.DataFrame, float, float]:
+    """Compile with -j1 and with all cores (timed), then profile IREE and numpy side by side."""
+    cores = os.cpu_count() or 1
+    serial = script("compile.py", "--generated-dir", work, "-j", "1", "--force-compile")
+    parallel = script("compile.py", "--generated-dir", work, "-j", str(cores), "--force-compile")
+    output = work / "bench.csv"
+    script("profiler.py", "--generated-dir", work, "--output", output, "--providers=iree,numpy",
+           f"--benchmark-repetitions={repetitions}", "--plot", work / "plots")
+    return pd.read_csv(output), serial, parallel
+
+
+def print_table(data: pd.DataFrame, repetitions: int) -> None:
+    """GFLOP/s of IREE default, data tiling, best tile config and numpy per operation, with ratios."""
+    first = data[data["Provider"] == "IREE Codegen"].iloc[0]
+    print(f"llvm-cpu, {first['cpu model']}, {first['threads']} threads, IREE {first['IREE version']}, "
+          f"numpy {np.__version__}")
+    width = max(len(o) for o in data["Operation"])
+    header = (f"{'operation':{width}} {'default':>8} {'dt+ukr':>7} {'tiles':>7} {'numpy':>7} "
+              f"{'tiles/def':>9} {'best/def':>8} {'best/numpy':>10}  best configuration")
+    print(header + "\n" + "-" * len(header))
+    for operation, rows in data.groupby("Operation", sort=False):
+        ok = rows[(rows["Verification"] == "SUCCESS") & (rows["GFLOPs"] > 0)
+                  & (rows["Config applied"] != "no")].set_index("Configuration")
+        iree = ok[ok["Provider"] == "IREE Codegen"]["GFLOPs"]
+        tiles = iree[iree.index.str.startswith("tile_config_")]
+        default = iree.get("default", np.nan)
+        numpy = ok["GFLOPs"].get("numpy", np.nan)
+        best = iree.max() if len(iree) else np.nan
+        print(f"{operation:{width}} {default:8.1f} {iree.get('default_data_tiling', np.nan):7.1f} "
+              f"{tiles.max() if len(tiles) else np.nan:7.1f} {numpy:7.1f} "
+              f"{(tiles.max() if len(tiles) else np.nan) / default:9.2f} {best / default:8.2f} "
+              f"{best / numpy:10.2f}  {iree.idxmax() if len(iree) else 'none'}")
+    bad = int((data["Verification"] != "SUCCESS").sum())
+    print(f"(GFLOP/s, median of {repetitions}; dt+ukr = default_data_tiling; rows not verified "
+          f"SUCCESS: {bad} of {len(data)})")
