@@ -45,32 +45,7 @@ KINDS = ("matmul", "batch_matmul", "split_k_matmul", "conv2d", "fused_matmul")
 
 
 def parse_kinds(text: str) -> list[str]:
-    kinds = [k.strip() for k in text.split(",")]
-    if "all" in kinds:
-        return list(KINDS)
-    for kind in kinds:
-        if kind not in KINDS:
-            raise options.argparse.ArgumentTypeError(
-                f"unknown operation kind '{kind}' (known: {', '.join(KINDS)}, all)")
-    return list(dict.fromkeys(kinds))
-
-
-def parse_epilogues(text: str) -> list[str]:
-    epilogues = [e.strip() for e in text.split(",")]
-    for epilogue in epilogues:
-        if epilogue not in matmul.EPILOGUES:
-            raise options.argparse.ArgumentTypeError(
-                f"unknown epilogue '{epilogue}' (known: {', '.join(matmul.EPILOGUES)})")
-    return epilogues
-
-
-def parse_conv_layouts(text: str) -> list[str]:
-    layouts = [item.strip() for item in text.split(",")]
-    for layout in layouts:
-        if layout not in conv.LAYOUTS:
-            raise options.argparse.ArgumentTypeError(
-                f"unknown conv layout '{layout}' (known: {', '.join(conv.LAYOUTS)})")
-    return layouts
+    return list(KINDS) if "all" in text.split(",") else options.parse_choices(text, KINDS, "operation kind")
 
 
 def parser() -> options.ArgumentParser:
@@ -98,7 +73,8 @@ def parser() -> options.ArgumentParser:
                        help=f"batch sizes of batch_matmul (default: {PREDEFINED_BATCH})")
     group.add_argument("--split-k-slices", type=sizes, default=[2, 4], metavar="SIZES",
                        help="reduction splits of split_k_matmul (default: 2,4)")
-    group.add_argument("--epilogues", type=parse_epilogues, default=list(matmul.EPILOGUES),
+    group.add_argument("--epilogues", type=options.choices(matmul.EPILOGUES, "epilogue"),
+                       default=list(matmul.EPILOGUES),
                        metavar="NAME,...", help="fused_matmul epilogues: bias_relu, bias_gelu "
                        "(tanh approximation; floats only) (default: both)")
     group = p.add_argument_group("conv2d")
@@ -110,7 +86,8 @@ def parser() -> options.ArgumentParser:
     group.add_argument("--padding", type=options.parse_sizes_or_zero, default=[0], metavar="SIZES",
                        help="zero padding on each side (default: 0)")
     group.add_argument("--dilation", type=sizes, default=[1], metavar="SIZES", help="(default: 1)")
-    group.add_argument("--conv-layouts", type=parse_conv_layouts, default=list(conv.LAYOUTS),
+    group.add_argument("--conv-layouts", type=options.choices(conv.LAYOUTS, "conv layout"),
+                       default=list(conv.LAYOUTS),
                        metavar="LAYOUT,...", help="nhwc_hwcf, nchw_fchw (default: both)")
     return p
 
@@ -133,7 +110,7 @@ def matmul_problems(args, kind: str) -> list[problems.MatmulProblem]:
         shapes = PREDEFINED_SPLIT_K_SHAPES if kind == "split_k_matmul" else matmul.PREDEFINED_SHAPES
         found = [problems.MatmulProblem(*shape) for shape in shapes]
     if kind != "batch_matmul":
-        return found
+        return [p for p in found if not p.b]  # a file's batched rows are batch_matmuls
     batches = args.problem_b or [PREDEFINED_BATCH]
     return [p if p.b else problems.MatmulProblem(p.m, p.n, p.k, b, p.trans_a, p.trans_b)
             for p in found for b in ([p.b] if p.b else batches)]

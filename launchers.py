@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from library import Target, TuningConfiguration, UserError
+from library import Device, Target, TuningConfiguration, UserError
 from manifest import Dispatch, DispatchPaths, write_atomically
 
 TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
@@ -144,7 +144,7 @@ def compile_command(tools: IreeTools, target: Target, source: Path, output: Path
 def repeat_count(flops: int, target: Target) -> int:
     """Dispatch repetitions in the profile build: enough work per invocation (~1 ms on a CPU,
     ~0.1 ms on a GPU) that the invocation overhead stops counting."""
-    work = 5e7 if target.device.value == "llvm-cpu" else 1e10
+    work = 5e7 if target.device is Device.LLVMCPU else 1e10
     return max(1, min(100, math.ceil(work / max(flops, 1))))
 
 
@@ -196,7 +196,7 @@ def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dis
 
 
 def _newer_than(path: Path, source: Path) -> bool:
-    return path.is_file() and path.stat().st_mtime >= source.stat().st_mtime
+    return path.is_file() and source.is_file() and path.stat().st_mtime >= source.stat().st_mtime
 
 
 # The MLIR Python bindings are not used from several threads at once.

@@ -68,6 +68,20 @@ def parse_sizes_or_zero(text: str) -> list[int]:
     return parse_sizes(text, minimum=0)
 
 
+def parse_choices(text: str, known: Sequence[str], what: str) -> list[str]:
+    """A comma-separated subset of `known`, in the order given, without repeats."""
+    chosen = [item.strip() for item in text.split(",")]
+    for item in chosen:
+        if item not in known:
+            raise argparse.ArgumentTypeError(f"unknown {what} '{item}' (known: {', '.join(known)})")
+    return list(dict.fromkeys(chosen))
+
+
+def choices(known: Sequence[str], what: str) -> Callable[[str], list[str]]:
+    """An argparse type for a comma-separated subset of `known`."""
+    return lambda text: parse_choices(text, known, what)
+
+
 def parse_num_cpu(text: str) -> int:
     value = _parse_int(text)
     if value == -1:

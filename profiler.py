@@ -71,12 +71,7 @@ def parser() -> options.ArgumentParser:
 
 def parse_providers(text: str) -> list[str]:
     names = {"iree": PROVIDER_IREE, "numpy": PROVIDER_NUMPY}
-    chosen = []
-    for item in (i.strip() for i in text.split(",")):
-        if item not in names:
-            raise argparse.ArgumentTypeError(f"unknown provider '{item}' (known: iree, numpy)")
-        chosen.append(names[item])
-    return chosen
+    return [names[n] for n in options.parse_choices(text, list(names), "provider")]
 
 
 class Profiler:
@@ -104,11 +99,13 @@ class Profiler:
         result = self.result_for(operation, "numpy", PROVIDER_NUMPY)
         result.environment.update({"target": f"numpy {np.__version__}", "IREE version": ""})
         cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
-        timing, value = time_numpy(operation, cache.load_inputs(), self.args.benchmark_repetitions,
+        repetitions = self.args.benchmark_repetitions if self.args.profiling_enabled else 0
+        timing, value = time_numpy(operation, cache.load_inputs(), repetitions,
                                    self.args.benchmark_min_time)
         if self.args.verification_enabled:
             self.check(operation, value, cache, result)
-        self.record_timing(result, timing)
+        if self.args.profiling_enabled:
+            self.record_timing(result, timing)
         return result
 
     def profile(self, dispatch: Dispatch) -> PerformanceResult:
@@ -192,6 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     report = CsvReport(args.output, append=args.append or args.resume, tags=args.tags)
+    if args.plot is not None:
+        try:
+            args.plot.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot write --plot={args.plot}: {error.strerror}") from None
     all_selected, done = dispatches, set()
     if args.resume:
         done = report.done_dispatches()
