@@ -236,7 +236,11 @@ def cuda_conv_configuration(op: Conv2dOperation, arch: str, oh: int, ow: int, f:
 
 
 def tuning_configurations(op: Conv2dOperation, target: Target) -> list[TuningConfiguration]:
+    """IREE's default, plus tile configs where IREE keeps a conv: it rewrites a 1x1 conv as a
+    matmul and drops conv configs (seen: all of them compiled to its own matmul config)."""
     configs = [DEFAULT_CONFIGURATION]
+    if op.kh * op.kw == 1:
+        return configs
     if target.device is Device.LLVMCPU and op.c >= 8 and op.f >= 16 and op.ow >= 8:
         configs += [cpu_conv_configuration(op.layout, *tiles) for tiles in CPU_CONV_TILES]
     elif target.device is Device.CUDA:
