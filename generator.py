@@ -111,9 +111,9 @@ def matmul_problems(args, kind: str) -> list[problems.MatmulProblem]:
         found = [problems.MatmulProblem(*shape) for shape in shapes]
     if kind != "batch_matmul":
         return [p for p in found if not p.b]  # a file's batched rows are batch_matmuls
-    batches = args.problem_b or [PREDEFINED_BATCH]
-    return [p if p.b else problems.MatmulProblem(p.m, p.n, p.k, b, p.trans_a, p.trans_b)
-            for p in found for b in ([p.b] if p.b else batches)]
+    if any(p.b for p in found):
+        return [p for p in found if p.b]
+    return [replace(p, b=b) for p in found for b in args.problem_b or [PREDEFINED_BATCH]]
 
 
 def matmul_operations(args, kind: str, data_types: list[tuple]) -> list:

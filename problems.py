@@ -2,7 +2,8 @@
 
 Column names differ per source; each field has the aliases below (first match wins), and
 `--problems-file-columns field=column,...` maps any other name.
-- matmul family: m, n, k and optional b (batch); `transA`/`transB` = 1 (DeepBench) store that
+- matmul family: m, n, k and optional b (batch: such rows are batch_matmuls, the others plain
+  matmuls); `transA`/`transB` = 1 (DeepBench) store that
   operand transposed, i.e. column-major (`n`); `active` = 0 (mmperf) skips a row.
 - conv2d: n, h, w, c, f (output channels), kh, kw, and optional stride/padding/dilation, either
   one column or _h/_w pairs; rows with `groups` != 1 are skipped.

@@ -68,3 +68,15 @@ def test_bad_problems_files_are_user_errors(tmp_path, content, message):
     result = run_script("generator.py", "--generated-dir", tmp_path / "gen", "--problems-file", path)
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "gen").exists()
+
+
+def test_batch_matmul_takes_the_batched_rows_of_a_file(tmp_path):
+    path = tmp_path / "sizes.csv"
+    path.write_text("b,m,n,k\n,8,8,8\n3,4,4,4\n")
+    result = run_script("generator.py", "--generated-dir", tmp_path, "--problems-file", path,
+                        "--operation-kind=matmul,batch_matmul", "--data-types=f32",
+                        "--dispatches=_default$")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "generated" / "manifest.json").read_text())
+    names = {"_".join(str(o["operation"][k]) for k in ("kind", "batch", "m")) for o in manifest["operations"]}
+    assert names == {"matmul_0_8", "batch_matmul_3_4"}
