@@ -85,6 +85,14 @@ class Profiler:
             "target": target.name, "runtime device": self.device, "cpu model": cpu_model(),
             "threads": runtime_threads(self.device), "IREE version": manifest.iree_version,
         }
+        self._cache: ReferenceCache | None = None
+
+    def cache(self, operation) -> ReferenceCache:
+        """The operation's inputs and expected result, shared by its configurations. Work comes
+        operation by operation, so only the current one is kept in memory."""
+        if self._cache is None or self._cache.operation != operation:
+            self._cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
+        return self._cache
 
     def result_for(self, operation, configuration: str, provider: str = PROVIDER_IREE) -> PerformanceResult:
         return PerformanceResult(
@@ -97,7 +105,7 @@ class Profiler:
         """numpy/OpenBLAS on the same inputs: its own row, verified like a dispatch."""
         result = self.result_for(operation, "numpy", PROVIDER_NUMPY)
         result.environment.update({"target": f"numpy {np.__version__}", "IREE version": ""})
-        cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
+        cache = self.cache(operation)
         repetitions = self.args.benchmark_repetitions if self.args.profiling_enabled else 0
         timing, value = time_numpy(operation, cache.load_inputs(), repetitions,
                                    self.args.benchmark_min_time)
@@ -121,7 +129,7 @@ class Profiler:
         if record.status != "ok":
             result.verification, result.reason = "ERROR", record.reason
             return result
-        cache = ReferenceCache(self.manifest.reference_folder(dispatch.operation), dispatch.operation)
+        cache = self.cache(dispatch.operation)
         inputs = cache.ensure_inputs()
         if self.args.verification_enabled:
             self.verify(dispatch, paths.verify_vmfb, cache, result)

@@ -59,6 +59,7 @@ class ReferenceCache:
     def __init__(self, folder: Path, operation):
         self.folder = folder
         self.operation = operation
+        self._expected: np.ndarray | None = None
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -86,11 +87,13 @@ class ReferenceCache:
                 for b, (shape, dtype) in zip(self.ensure_inputs(), self.operation.inputs)]
 
     def expected(self) -> np.ndarray:
-        if self.expected_path.is_file():
-            return np.load(self.expected_path)
-        expected = self.operation.reference(*self.load_inputs())
-        _save(self.expected_path, lambda p: np.save(p, expected))
-        return expected
+        if self._expected is None:
+            if self.expected_path.is_file():
+                self._expected = np.load(self.expected_path)
+            else:
+                self._expected = self.operation.reference(*self.load_inputs())
+                _save(self.expected_path, lambda p: np.save(p, self._expected))
+        return self._expected
 
     def read_result(self, path: Path) -> np.ndarray:
         shape, dtype = self.operation.output
