@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from library import (DEFAULT_CONFIGURATION, DataType, Device, OperationKind, Target,
-                     TuningConfiguration, UserError, make_configuration)
+                     TuningConfiguration, UserError)
 from matmul import (CUDA_MAX_THREADS, CUDA_SHARED_MEMORY, CUDA_SUBGROUP, NV_MMA,
                     attribute_dictionary, prologue, tensor_type)
 
@@ -14,8 +14,9 @@ LAYOUTS = ("nhwc_hwcf", "nchw_fchw")
 
 
 @dataclass(frozen=True)
-class Conv2dOperation:
-    """out = conv(input, filter) with zero padding; `f` is the number of output channels."""
+class ConvShape:
+    """The problem: batch n, input h x w x c, filter kh x kw, f output channels, and
+    (height, width) pairs of stride, zero padding and dilation."""
 
     n: int
     h: int
@@ -27,6 +28,12 @@ class Conv2dOperation:
     stride: tuple[int, int] = (1, 1)
     padding: tuple[int, int] = (0, 0)
     dilation: tuple[int, int] = (1, 1)
+
+
+@dataclass(frozen=True)
+class Conv2dOperation(ConvShape):
+    """out = conv(input, filter): a shape with its element types and layout."""
+
     input_type: DataType = DataType.f32
     output_type: DataType = DataType.f32
     layout: str = "nhwc_hwcf"
@@ -201,7 +208,7 @@ def cpu_conv_configuration(layout: str, oh: int, ow: int, f: int, vw: int, vf: i
                 f"vector_common_parallel = [{vector}], vector_reduction = [{reduction}]>")
     translation = ("#iree_codegen.translation_info<pipeline = "
                    "#iree_cpu.pipeline<ConvTileAndDecomposeExpert>>")
-    return make_configuration(f"tile_config_{oh}x{ow}x{f}_{vw}x{vf}x{vc}", lowering, translation)
+    return TuningConfiguration(f"tile_config_{oh}x{ow}x{f}_{vw}x{vf}x{vc}", lowering, translation)
 
 
 # CUDA: TileAndFuse on the implicit GEMM (IREE's igemm path, NHWC only), loops (n, oh, ow, f, K).
@@ -231,7 +238,7 @@ def cuda_conv_configuration(op: Conv2dOperation, arch: str, oh: int, ow: int, f:
                    f"workgroup_size = [{threads}, 1, 1] subgroup_size = {CUDA_SUBGROUP}, "
                    "{gpu_pipeline_options = #iree_gpu.pipeline_options<"
                    f"prefetch_num_stages = {CUDA_CONV_STAGES}, use_igemm_convolution = true>}}>")
-    return make_configuration(f"tile_config_{oh}x{ow}x{f}_{k_tile}x{CUDA_CONV_STAGES}_tensorcore_mmasync",
+    return TuningConfiguration(f"tile_config_{oh}x{ow}x{f}_{k_tile}x{CUDA_CONV_STAGES}_tensorcore_mmasync",
                               lowering, translation)
 
 

@@ -156,8 +156,8 @@ def conv_problems(args) -> list[problems.ConvProblem]:
 
 def conv_operations(args, data_types: list[tuple]) -> list:
     types = list(dict.fromkeys((a.dtype, c.dtype) for a, b, c in data_types if a.dtype == b.dtype))
-    return [conv.Conv2dOperation(p.n, p.h, p.w, p.c, p.f, p.kh, p.kw, p.stride, p.padding,
-                                 p.dilation, input_type, output_type, layout)
+    return [conv.Conv2dOperation(**vars(p), input_type=input_type, output_type=output_type,
+                                 layout=layout)
             for p in conv_problems(args) for input_type, output_type in types
             for layout in args.conv_layouts]
 

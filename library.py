@@ -122,6 +122,11 @@ RUNTIME_DEVICES = {
 }
 
 
+# The Target field that holds each device's architecture.
+ARCH_FIELD = {Device.LLVMCPU: "cpu", Device.CUDA: "cuda_arch", Device.ROCM: "rocm_arch",
+              Device.VULKAN: "vulkan_target"}
+
+
 @dataclass(frozen=True)
 class Target:
     """What the dispatches are compiled for. Architecture fields only matter for their device."""
@@ -134,12 +139,7 @@ class Target:
 
     @property
     def arch(self) -> str:
-        return {
-            Device.LLVMCPU: self.cpu,
-            Device.CUDA: self.cuda_arch,
-            Device.ROCM: self.rocm_arch,
-            Device.VULKAN: self.vulkan_target,
-        }[self.device]
+        return getattr(self, ARCH_FIELD[self.device])
 
     @property
     def name(self) -> str:
@@ -164,29 +164,29 @@ class Target:
     @classmethod
     def from_json(cls, data: dict) -> "Target":
         device = Device(data["device"])
-        field_name = {Device.LLVMCPU: "cpu", Device.CUDA: "cuda_arch", Device.ROCM: "rocm_arch",
-                      Device.VULKAN: "vulkan_target"}[device]
-        return cls(device=device, **{field_name: data["arch"]})
+        return cls(device=device, **{ARCH_FIELD[device]: data["arch"]})
 
 
 @dataclass(frozen=True)
 class TuningConfiguration:
     """How a dispatch is compiled; never what it computes.
 
-    `compilation_info` is attached to the root op; `lowering_config` and `translation_info` are
-    its parts, kept to check against what IREE actually used. `flags` are extra iree-compile
-    flags (the data-tiling variants carry flags and no attribute).
+    `lowering_config` and `translation_info` make up the `compilation_info` attached to the root
+    op (and are what IREE's dumped configuration is checked against). `flags` are extra
+    iree-compile flags (the data-tiling variants carry flags and no attribute).
     """
 
     name: str
-    compilation_info: str | None = None
     lowering_config: str | None = None
     translation_info: str | None = None
     flags: tuple[str, ...] = field(default_factory=tuple)
 
     @property
-    def is_default(self) -> bool:
-        return self.compilation_info is None
+    def compilation_info(self) -> str | None:
+        if self.lowering_config is None:
+            return None
+        return (f"#iree_codegen.compilation_info<\n    lowering_config = {self.lowering_config},\n"
+                f"    translation_info = {self.translation_info}>")
 
     def to_json(self) -> dict:
         return {"name": self.name, "lowering_config": self.lowering_config,
@@ -194,22 +194,12 @@ class TuningConfiguration:
 
     @classmethod
     def from_json(cls, data: dict) -> "TuningConfiguration":
-        return make_configuration(data["name"], data["lowering_config"], data["translation_info"],
-                                  tuple(data["flags"]))
+        return cls(data["name"], data["lowering_config"], data["translation_info"],
+                   tuple(data["flags"]))
 
 
-def make_configuration(name: str, lowering_config: str | None = None,
-                       translation_info: str | None = None,
-                       flags: tuple[str, ...] = ()) -> TuningConfiguration:
-    info = None
-    if lowering_config is not None:
-        info = (f"#iree_codegen.compilation_info<\n    lowering_config = {lowering_config},\n"
-                f"    translation_info = {translation_info}>")
-    return TuningConfiguration(name, info, lowering_config, translation_info, flags)
-
-
-DEFAULT_CONFIGURATION = make_configuration("default")
+DEFAULT_CONFIGURATION = TuningConfiguration("default")
 # Data tiling packs operands into cache-friendly tiles and uses IREE's mmt4d microkernels. An
 # attached compilation_info disables it, so it is a flag variant of IREE's own heuristic.
-DATA_TILING_CONFIGURATION = make_configuration(
+DATA_TILING_CONFIGURATION = TuningConfiguration(
     "default_data_tiling", flags=("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all"))

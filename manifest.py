@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import BinaryIO, Iterable, Iterator, Protocol
 
 import conv
 import matmul
@@ -109,12 +110,23 @@ class DispatchPaths:
         return self.folder / "configs" / self.name
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Readers never see a half-written file, even if we are interrupted."""
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that appears under `path` complete or not at all: readers never see a
+    half-written file, even if we are interrupted."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    temporary.write_text(text)
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            yield handle
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    with atomic_file(path) as handle:
+        handle.write(text.encode())
 
 
 def select(dispatches: Iterable[Dispatch], patterns: list[re.Pattern] | None) -> list[Dispatch]:

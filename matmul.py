@@ -6,8 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from library import (DATA_TILING_CONFIGURATION, DEFAULT_CONFIGURATION, DataType, Device, Layout,
-                     OperationKind, Target, TensorDescription, TuningConfiguration,
-                     make_configuration)
+                     OperationKind, Target, TensorDescription, TuningConfiguration)
 
 
 EPILOGUES = ("bias_relu", "bias_gelu")
@@ -269,7 +268,7 @@ def cpu_configuration(dm: int, dn: int, vm: int, vn: int, vk: int,
                 f"vector_common_parallel = {tile_list(batch, [vm, vn, 0], 1)}, "
                 f"vector_reduction = {tile_list(batch, [0, 0, vk], 0)}>")
     translation = "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>"
-    return make_configuration(f"tile_config_{dm}x{dn}_{vm}x{vn}x{vk}", lowering, translation)
+    return TuningConfiguration(f"tile_config_{dm}x{dn}_{vm}x{vn}x{vk}", lowering, translation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +330,7 @@ def cuda_tensorcore_configuration(op: MatmulOperation, arch: str, wm: int, wn: i
                    f"workgroup_size = [{threads}, 1, 1] subgroup_size = {CUDA_SUBGROUP}, "
                    "{gpu_pipeline_options = #iree_gpu.pipeline_options<"
                    f"prefetch_num_stages = {stages}>}}>")
-    return make_configuration(f"tile_config_{wm}x{wn}_{kt}x{stages}_tensorcore_mmasync",
+    return TuningConfiguration(f"tile_config_{wm}x{wn}_{kt}x{stages}_tensorcore_mmasync",
                               lowering, translation)
 
 
@@ -348,7 +347,7 @@ def cuda_simt_configuration(op: MatmulOperation, arch: str, wm: int, wn: int, kt
                 f"thread = [{tm}, {tn}, 0], workgroup = [{wm}, {wn}, 0]}}>")
     translation = ("#iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                    f"workgroup_size = [{threads}, 1, 1] subgroup_size = {CUDA_SUBGROUP}>")
-    return make_configuration(f"tile_config_{wm}x{wn}_{kt}x1_{tm}x{tn}_simt", lowering, translation)
+    return TuningConfiguration(f"tile_config_{wm}x{wn}_{kt}x1_{tm}x{tn}_simt", lowering, translation)
 
 
 def tuning_configurations(op: MatmulOperation, target: Target) -> list[TuningConfiguration]:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from library import DEFAULT_RUNTIME_DEVICE, RUNTIME_DEVICES, Device, Target, UserError
+from library import ARCH_FIELD, DEFAULT_RUNTIME_DEVICE, RUNTIME_DEVICES, Device, Target, UserError
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -165,24 +165,15 @@ def target_from_args(args: argparse.Namespace) -> Target:
 
 
 def check_target(args: argparse.Namespace, recorded: Target) -> Target:
-    """The manifest's target; any target option given must agree with it."""
-    asked = {"device": args.device, "cpu": args.cpu, "cuda_arch": args.cuda_arch,
-             "rocm_arch": args.rocm_arch, "vulkan_target": args.vulkan_target}
-    for key, value in asked.items():
-        if value is None:
-            continue
-        have = getattr(recorded, key) if key != "device" else recorded.device.value
-        if key != "device" and key != _arch_field(recorded.device):
-            continue  # an architecture of another device plays no part
-        if value != have:
+    """The manifest's target; a device or architecture option given must agree with it."""
+    asked = {"device": (args.device, recorded.device.value)}
+    arch_field = ARCH_FIELD[recorded.device]  # other devices' architectures play no part
+    asked[arch_field] = (getattr(args, arch_field), recorded.arch)
+    for key, (value, have) in asked.items():
+        if value is not None and value != have:
             raise UserError(f"--{key.replace('_', '-')}={value} conflicts with the generated "
                             f"dispatches' target {recorded.name}; run generator.py again to change it")
     return recorded
-
-
-def _arch_field(device: Device) -> str:
-    return {Device.LLVMCPU: "cpu", Device.CUDA: "cuda_arch", Device.ROCM: "rocm_arch",
-            Device.VULKAN: "vulkan_target"}[device]
 
 
 def runtime_device(args: argparse.Namespace, target: Target) -> str:

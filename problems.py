@@ -14,6 +14,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from conv import ConvShape
 from library import UserError
 
 MATMUL_ALIASES = {
@@ -40,18 +41,7 @@ class MatmulProblem:
     trans_b: bool = False
 
 
-@dataclass(frozen=True)
-class ConvProblem:
-    n: int
-    h: int
-    w: int
-    c: int
-    f: int
-    kh: int
-    kw: int
-    stride: tuple[int, int] = (1, 1)
-    padding: tuple[int, int] = (0, 0)
-    dilation: tuple[int, int] = (1, 1)
+ConvProblem = ConvShape  # a conv row is exactly a shape
 
 
 def parse_column_map(text: str | None) -> dict[str, str]:

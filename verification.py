@@ -1,7 +1,6 @@
 """Inputs, cached numpy references and the one tolerance rule for checking a dispatch's result."""
 from __future__ import annotations
 
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from launchers import Buffer
+from manifest import atomic_file
 from library import DataType
 
 # Integer-valued inputs in [-INPUT_RANGE, INPUT_RANGE] are exact in every input type, so the
@@ -79,7 +79,8 @@ class ReferenceCache:
         rng = np.random.default_rng(zlib.crc32(self.operation.name.encode()))
         for buffer, (shape, dtype) in zip(buffers, self.operation.inputs):
             values = rng.integers(-INPUT_RANGE, INPUT_RANGE + 1, size=shape).astype(dtype.numpy)
-            _save(buffer.path, lambda p, v=values: v.tofile(p))
+            with atomic_file(buffer.path) as handle:
+                values.tofile(handle)
         return buffers
 
     def load_inputs(self) -> list[np.ndarray]:
@@ -92,18 +93,10 @@ class ReferenceCache:
                 self._expected = np.load(self.expected_path)
             else:
                 self._expected = self.operation.reference(*self.load_inputs())
-                _save(self.expected_path, lambda p: np.save(p, self._expected))
+                with atomic_file(self.expected_path) as handle:
+                    np.save(handle, self._expected)
         return self._expected
 
     def read_result(self, path: Path) -> np.ndarray:
         shape, dtype = self.operation.output
         return np.fromfile(path, dtype=dtype.numpy).reshape(shape)
-
-
-def _save(path: Path, write) -> None:
-    """Write through a temporary name so an interrupted run never leaves a truncated file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".tmp{os.getpid()}.{path.name}")
-    with open(temporary, "wb") as handle:
-        write(handle)
-    os.replace(temporary, path)

@@ -3,13 +3,10 @@
 (OpenBLAS) on real matmul shapes from ../shared/workloads, and compile wall time -j1 vs -jN."""
 from __future__ import annotations
 
-import argparse
 import csv
 import os
-import tempfile
-from pathlib import Path
 
-from common import WORKLOADS, compile_and_profile, print_table, script
+from common import WORKLOADS, compile_and_profile, parse_args, print_table, script
 
 
 def workload_shapes() -> list[tuple[int, int, int]]:
@@ -27,11 +24,7 @@ def workload_shapes() -> list[tuple[int, int, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--work-dir", type=Path, default=None, help="keep generated files here")
-    args = parser.parse_args()
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_matmul_"))
+    args, work = parse_args(__doc__)
     for m, n, k in workload_shapes():
         script("generator.py", "--generated-dir", work, f"--problem-m={m}", f"--problem-n={n}",
                f"--problem-k={k}", "--data-types=f32t_f32t_f32t")

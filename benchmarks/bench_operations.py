@@ -3,11 +3,8 @@
 scaled down so the run takes minutes on 2 cores): IREE default vs best configuration vs numpy."""
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
 
-from common import compile_and_profile, print_table, script
+from common import compile_and_profile, parse_args, print_table, script
 
 # mmperf's batch_matmul rows (BERT-style attention), b x m x n x k.
 BATCH_MATMULS = [(12, 128, 128, 32), (12, 128, 32, 128), (16, 512, 512, 64)]
@@ -20,11 +17,7 @@ SDXL_CONVS = [(2, 32, 32, 1280, 1280, 3, 1, 1), (2, 32, 32, 640, 1280, 1, 1, 0),
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--work-dir", type=Path, default=None, help="keep generated files here")
-    args = parser.parse_args()
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_operations_"))
+    args, work = parse_args(__doc__)
     for b, m, n, k in BATCH_MATMULS:
         script("generator.py", "--generated-dir", work, "--operation-kind=batch_matmul",
                f"--problem-b={b}", f"--problem-m={m}", f"--problem-n={n}", f"--problem-k={k}",

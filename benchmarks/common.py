@@ -1,9 +1,11 @@
 """What the benchmark scripts share: running our scripts, and the side-by-side ratio table."""
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -12,6 +14,15 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT.parent / "shared" / "workloads"
+
+
+def parse_args(description: str) -> tuple[argparse.Namespace, Path]:
+    """Each benchmark's options, and its work folder (a new temporary one by default)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--work-dir", type=Path, default=None, help="keep generated files here")
+    args = parser.parse_args()
+    return args, args.work_dir or Path(tempfile.mkdtemp(prefix="bench_"))
 
 
 def script(name: str, *args) -> float:
