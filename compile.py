@@ -28,6 +28,9 @@ def parser() -> options.ArgumentParser:
                    metavar="BOOL", help="recompile even up-to-date dispatches")
     p.add_argument("--compile-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="limit for one iree-compile run (default: 300)")
+    p.add_argument("--verify-only", type=options.parse_bool, nargs="?", const=True, default=False,
+                   metavar="BOOL", help="build only the verify vmfb (checks that every configuration "
+                   "compiles, e.g. for another CPU; the profiler then only verifies)")
     p.add_argument("--iree-compile-extra-flags", default="", metavar="FLAGS",
                    help='further flags for every compile, e.g. "--iree-opt-level=O3"')
     return p
@@ -46,13 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     version = tools.version()
 
     print(f"Compiling {len(dispatches)} dispatches for {target.name} with {args.num_cpu} "
-          f"parallel jobs (IREE {version})")
+          f"parallel jobs (IREE {version}{', verify builds only' if args.verify_only else ''})")
+    if target.cpu_target is not None:
+        print(f"Target CPU: {target.cpu_target.summary}")
     counts = {"compiled": 0, "up-to-date": 0, "failed": 0}
     progress = Progress(len(dispatches), "dispatches compiled")
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=args.num_cpu)
     jobs = [pool.submit(compile_dispatch, tools, target, manifest.paths(d), d, extra_flags,
-                        args.compile_timeout, args.force_compile, version) for d in dispatches]
+                        args.compile_timeout, args.force_compile, version, not args.verify_only)
+            for d in dispatches]
     try:
         for job in as_completed(jobs):
             record, up_to_date = job.result()

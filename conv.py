@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import cpu_tiles
 from library import (DEFAULT_CONFIGURATION, DataType, Device, OperationKind, Target,
                      TuningConfiguration, UserError)
 from matmul import (CUDA_MAX_THREADS, CUDA_SHARED_MEMORY, CUDA_SUBGROUP, NV_MMA,
@@ -189,26 +190,19 @@ class Conv2dOperation(ConvShape):
 # ---------------------------------------------------------------------------------------------
 # llvm-cpu: ConvTileAndDecomposeExpert over the 7 loops, which are
 #   nhwc_hwcf: (n, oh, ow, f, kh, kw, c)     nchw_fchw: (n, f, oh, ow, c, kh, kw).
-# (output rows, output columns, output channels) tiles, then vector (columns, channels, input
-# channels); kh and kw stay 1 so IREE can decompose to 1-D convolutions.
-CPU_CONV_TILES = [  # (oh, ow, f) distribution, (ow, f, c) vector
-    (4, 16, 32, 8, 16, 8), (1, 32, 64, 8, 32, 8), (2, 16, 64, 4, 32, 16), (8, 8, 32, 8, 16, 16),
-    (4, 32, 64, 16, 16, 8), (1, 8, 128, 8, 32, 4), (2, 8, 16, 8, 16, 16), (1, 16, 16, 16, 16, 16),
-]
-
-
-def cpu_conv_configuration(layout: str, oh: int, ow: int, f: int, vw: int, vf: int,
-                           vc: int) -> TuningConfiguration:
+def cpu_conv_configuration(layout: str, tile: cpu_tiles.ConvTile) -> TuningConfiguration:
+    t = tile
     if layout == "nhwc_hwcf":
-        tiles = ([1, oh, ow, f, 0, 0, 0], [1, 1, vw, vf, 0, 0, 0], [0, 0, 0, 0, 1, 1, vc])
+        tiles = ([1, t.doh, t.dow, t.df, 0, 0, 0], [1, 1, t.vw, t.vf, 0, 0, 0], [0, 0, 0, 0, 1, 1, t.vc])
     else:
-        tiles = ([1, f, oh, ow, 0, 0, 0], [1, vf, 1, vw, 0, 0, 0], [0, 0, 0, 0, vc, 1, 1])
+        tiles = ([1, t.df, t.doh, t.dow, 0, 0, 0], [1, t.vf, 1, t.vw, 0, 0, 0], [0, 0, 0, 0, t.vc, 1, 1])
     distribution, vector, reduction = (", ".join(map(str, t)) for t in tiles)
     lowering = (f"#iree_cpu.lowering_config<distribution = [{distribution}], "
                 f"vector_common_parallel = [{vector}], vector_reduction = [{reduction}]>")
     translation = ("#iree_codegen.translation_info<pipeline = "
                    "#iree_cpu.pipeline<ConvTileAndDecomposeExpert>>")
-    return TuningConfiguration(f"tile_config_{oh}x{ow}x{f}_{vw}x{vf}x{vc}", lowering, translation)
+    return TuningConfiguration(f"tile_config_{t.doh}x{t.dow}x{t.df}_{t.vw}x{t.vf}x{t.vc}",
+                               lowering, translation)
 
 
 # CUDA: TileAndFuse on the implicit GEMM (IREE's igemm path, NHWC only), loops (n, oh, ow, f, K).
@@ -248,8 +242,9 @@ def tuning_configurations(op: Conv2dOperation, target: Target) -> list[TuningCon
     configs = [DEFAULT_CONFIGURATION]
     if op.kh * op.kw == 1:
         return configs
-    if target.device is Device.LLVMCPU and op.c >= 8 and op.f >= 16 and op.ow >= 8:
-        configs += [cpu_conv_configuration(op.layout, *tiles) for tiles in CPU_CONV_TILES]
+    if target.device is Device.LLVMCPU:
+        configs += [cpu_conv_configuration(op.layout, t)
+                    for t in cpu_tiles.conv_tiles(target.resolved_cpu(), op)]
     elif target.device is Device.CUDA:
         candidates = [cuda_conv_configuration(op, target.cuda_arch, *t) for t in CUDA_CONV_TILES]
         configs += [c for c in candidates if c is not None]

@@ -15,7 +15,7 @@ import conv
 import matmul
 import options
 import problems
-from launchers import IreeTools
+from launchers import IreeTools, resolve_target
 from library import Layout, TensorDescription, UserError
 from manifest import TUNING_SPACES, DispatchCollection, Manifest, select
 
@@ -167,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = options.target_from_args(args)
     options.runtime_device(args, target)  # refuse an impossible pairing now, not when profiling
     data_types = parse_data_types(args.data_types, target.device)
+    tools = IreeTools.locate(args.iree_bin_dir)
+    target = resolve_target(tools, target)  # tuning spaces depend on the concrete CPU
 
     operations = []
     for kind in args.operation_kind:
@@ -182,12 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    for c in collections]
     collections = [c for c in collections if c.configurations]
 
-    tools = IreeTools.locate(args.iree_bin_dir)
     manifest = Manifest.open_for_generation(args.generated_dir, target, tools.version())
     manifest.emit(collections)
     count = sum(len(c.configurations) for c in collections)
     print(f"Generated {count} dispatches of {len(collections)} operations for {target.name} "
           f"in {manifest.root}")
+    if target.cpu_target is not None:
+        print(f"Target CPU: {target.cpu_target.summary}")
     return 0
 
 

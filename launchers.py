@@ -5,19 +5,23 @@ status with a reason, never an exception. Subprocesses get argument lists, timeo
 """
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from library import Device, Target, TuningConfiguration, UserError
+import cpu_tiles
+from library import CpuTarget, Device, Target, TuningConfiguration, UserError
 from manifest import Dispatch, DispatchPaths, write_atomically
 
 TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
@@ -67,6 +71,88 @@ class IreeTools:
         return "unknown"
 
 
+# --------------------------------------------------------------------------------------------
+# Target resolution: ask IREE what it makes of the CPU options, exactly as it will compile.
+_PROBE = """func.func @probe(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %b = arith.addf %a, %a : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+"""
+_TARGET_FIELDS = {"name": r'cpu = "([^"]*)"', "features": r'cpu_features = "([^"]*)"',
+                  "native_vector_bytes": r"native_vector_size = (\d+)",
+                  "resolved_triple": r'target_triple = "([^"]*)"'}
+
+
+def resolve_cpu_target(tools: IreeTools, target: Target) -> CpuTarget:
+    """IREE's resolution of --cpu/--cpu-features/--target-triple (`host` becomes this machine's
+    CPU and features). Unknown names are a UserError: IREE only warns about an unknown aarch64
+    CPU or feature and compiles generic code."""
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "probe.mlir"
+        source.write_text(_PROBE)
+        result = run([str(tools.compile), str(source), *replace(target, cpu_target=None).compiler_flags(),
+                      "--compile-to=executable-sources"], timeout=120)
+    stderr = result.stderr
+    asked = " ".join(target.requested_cpu_flags())
+    if "Unknown CPU for target architecture" in stderr:
+        arch = stderr.split("Unknown CPU for target architecture", 1)[1].split(".", 1)[0].strip()
+        known = re.search(r"List of accepted CPUs: (.*)", stderr)
+        names = [n.strip() for n in known.group(1).split(",")] if known else []
+        close = difflib.get_close_matches(target.cpu, names, n=3)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise UserError(f"--cpu={target.cpu} is not a CPU LLVM knows for {arch}{hint} "
+                        f"(list: iree-compile --iree-llvmcpu-target-cpu=help {asked})")
+    unknown = sorted(set(re.findall(r"'([^']*)' is not a recognized feature", stderr)))
+    if unknown:
+        raise UserError(f"--cpu-features: {', '.join(unknown)} not known to LLVM for this target")
+    if "createTargetMachine" in stderr or (not result.ok and target.target_triple):
+        raise UserError(f"--target-triple={target.target_triple}: iree-compile cannot target it")
+    if not result.ok:
+        raise UserError(f"iree-compile cannot resolve the target ({asked}): "
+                        f"{result.failure('iree-compile', 120)}")
+    found = {key: re.search(pattern, result.stdout) for key, pattern in _TARGET_FIELDS.items()}
+    if not all(found.values()):
+        raise UserError(f"iree-compile printed no executable target for {asked}")
+    values = {key: match.group(1) for key, match in found.items()}
+    arch = values.pop("resolved_triple").split("-", 1)[0]
+    host = target.cpu == "host" and not target.target_triple
+    return CpuTarget(values["name"], values["features"], target.target_triple, arch,
+                     int(values["native_vector_bytes"]),
+                     host_l2_cache_bytes() if host else cpu_tiles.DEFAULT_L2_CACHE_BYTES)
+
+
+def host_l2_cache_bytes() -> int:
+    """This machine's per-core L2 size from sysfs (Linux), else the cross-compiling default."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip()
+                scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+                return int(size.rstrip("KMG")) * scale
+        except (OSError, ValueError):
+            continue
+    return cpu_tiles.DEFAULT_L2_CACHE_BYTES
+
+
+def resolve_target(tools: IreeTools, target: Target) -> Target:
+    """The target with its llvm-cpu part resolved (other devices need no resolution)."""
+    if target.device is not Device.LLVMCPU:
+        return target
+    return replace(target, cpu_target=resolve_cpu_target(tools, target))
+
+
+def check_runnable(tools: IreeTools, target: Target) -> None:
+    """Refuse, in one line, to run llvm-cpu code this machine cannot execute."""
+    if target.device is not Device.LLVMCPU:
+        return
+    host = resolve_cpu_target(tools, Target())
+    why = target.resolved_cpu().cannot_run_on(host)
+    if why:
+        raise UserError(f"these dispatches were compiled for {target.resolved_cpu().summary}; this "
+                        f"machine cannot run them: {why}. Profile them on such a machine, or "
+                        "generate again for --cpu=host")
+
+
 @dataclass
 class ProcessResult:
     returncode: int | None  # None: killed at the timeout
@@ -84,8 +170,13 @@ class ProcessResult:
             return f"{what} timed out after {timeout:g} s"
         if self.returncode < 0:
             return f"{what} crashed ({signal.Signals(-self.returncode).name})"
-        errors = [line.strip() for line in self.stderr.splitlines() if "error" in line.lower()]
-        detail = errors[0] if errors else (self.stderr.strip().splitlines() or ["no output"])[-1]
+        # IREE's first diagnostic, without the `/long/path/x.mlir:3:5: error: ` prefix (the full
+        # text stays in the log).
+        for line in self.stderr.splitlines():
+            match = re.search(r"\berror: (.*)", line)
+            if match:
+                return f"{what}: {match.group(1).strip().rstrip(':')[:300]}"
+        detail = (self.stderr.strip().splitlines() or ["no output"])[-1].strip()
         return f"{what} exited {self.returncode}: {detail[:300]}"
 
 
@@ -120,6 +211,7 @@ class CompileRecord:
     vmfb_bytes: int = 0
     config_applied: str = "n.a."  # yes / no / n.a. (default and flag variants)
     repeat_count: int = 1
+    profile_built: bool = True  # False after compile.py --verify-only
     command: list[str] = field(default_factory=list)  # the verify build's, in full
     flags: list[str] = field(default_factory=list)  # target, configuration and extra flags
     iree_version: str = ""
@@ -149,9 +241,10 @@ def repeat_count(flops: int, target: Target) -> int:
 
 
 def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dispatch: Dispatch,
-                     extra_flags: list[str], timeout: float, force: bool,
-                     iree_version: str) -> tuple[CompileRecord, bool]:
-    """Build the verify and profile vmfbs of one dispatch; returns (record, was_up_to_date)."""
+                     extra_flags: list[str], timeout: float, force: bool, iree_version: str,
+                     profile: bool = True) -> tuple[CompileRecord, bool]:
+    """Build the verify and (with `profile`) the profile vmfb of one dispatch; returns (record,
+    was_up_to_date)."""
     config = dispatch.configuration
     repeats = repeat_count(dispatch.operation.flops, target)
     flags = [*dispatch.operation.compile_flags, *config.flags, *extra_flags]
@@ -160,15 +253,16 @@ def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dis
     previous = CompileRecord.load(paths.compile_record)
     if (not force and previous is not None and previous.status == "ok"
             and previous.command == verify and previous.repeat_count == repeats
-            and previous.iree_version == iree_version
-            and _newer_than(paths.verify_vmfb, paths.mlir) and _newer_than(paths.profile_vmfb, paths.mlir)):
+            and previous.iree_version == iree_version and (previous.profile_built or not profile)
+            and _newer_than(paths.verify_vmfb, paths.mlir)
+            and (not profile or _newer_than(paths.profile_vmfb, paths.mlir))):
         return previous, True
 
     # An interrupted rebuild must not leave an "ok" record beside a half-written vmfb.
     for stale in (paths.compile_record, paths.verify_vmfb, paths.profile_vmfb):
         stale.unlink(missing_ok=True)
     shutil.rmtree(paths.configs, ignore_errors=True)
-    record = CompileRecord(paths.name, "failed", repeat_count=repeats, command=verify,
+    record = CompileRecord(paths.name, "failed", repeat_count=repeats, profile_built=profile, command=verify,
                            flags=[*target.compiler_flags(), *flags], iree_version=iree_version)
     log = [f"$ {' '.join(verify)}"]
     result = run(verify, timeout)
@@ -176,6 +270,8 @@ def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dis
     record.compile_seconds = round(result.seconds, 3)
     if not result.ok:
         record.reason = result.failure("iree-compile", timeout)
+    elif not profile:
+        pass
     elif repeats == 1:
         shutil.copyfile(paths.verify_vmfb, paths.profile_vmfb)  # the same build
     else:

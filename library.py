@@ -5,7 +5,7 @@ Knows nothing of files, processes or command lines.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ml_dtypes
 import numpy as np
@@ -126,32 +126,107 @@ RUNTIME_DEVICES = {
 ARCH_FIELD = {Device.LLVMCPU: "cpu", Device.CUDA: "cuda_arch", Device.ROCM: "rocm_arch",
               Device.VULKAN: "vulkan_target"}
 
+# Features that change the vector code of our dispatches: a machine lacking one of these cannot
+# run code built for a CPU that has it. (Others, such as x86 `rtm`, never appear in a matmul.)
+SIMD_FEATURE_PREFIXES = ("sse", "ssse3", "avx", "fma", "f16c", "amx", "xop", "neon", "sve", "sme",
+                         "fullfp16", "fp16fml", "dotprod", "i8mm", "bf16", "f32mm", "f64mm")
+# On x86-64 every AVX machine has these; leaving them out keeps summaries short.
+_IMPLIED_X86 = ("sse", "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "sse4a")
+
+
+def llvmcpu_flags(triple: str, cpu: str, features: str) -> list[str]:
+    flags = [f"--iree-llvmcpu-target-triple={triple}"] if triple else []
+    flags.append(f"--iree-llvmcpu-target-cpu={cpu}")
+    return flags + ([f"--iree-llvmcpu-target-cpu-features={features}"] if features else [])
+
+
+@dataclass(frozen=True)
+class CpuTarget:
+    """An llvm-cpu target as IREE resolved it (`host` made concrete): what tuning spaces are
+    derived from and what compiled code needs to run."""
+
+    name: str  # the CPU, e.g. znver3 (IREE's own resolution of `host`)
+    features: str  # IREE's resolved feature string, `+on,-off,...`
+    triple: str  # --iree-llvmcpu-target-triple as given; "" = this machine's architecture
+    arch: str  # from the resolved triple: x86_64, aarch64, ...
+    native_vector_bytes: int  # IREE's native_vector_size: 32 for AVX2, 64 for AVX-512, 16 for NEON
+    l2_cache_bytes: int  # per core; sizes distribution tiles
+
+    @property
+    def enabled_features(self) -> list[str]:
+        return [f[1:] for f in self.features.split(",") if f.startswith("+")]
+
+    @property
+    def simd_features(self) -> list[str]:
+        return sorted({f for f in self.enabled_features if f.startswith(SIMD_FEATURE_PREFIXES)})
+
+    @property
+    def summary(self) -> str:
+        """`znver3, x86_64, 32-byte vectors (avx avx2 f16c fma)`."""
+        shown = [f for f in self.simd_features if f not in _IMPLIED_X86]
+        return (f"{self.name or 'generic'}, {self.arch}, {self.native_vector_bytes}-byte vectors"
+                f" ({' '.join(shown) or 'no SIMD extensions'})")
+
+    def cannot_run_on(self, host: "CpuTarget") -> str | None:
+        """Why code built for this target cannot run on `host`, or None if it can."""
+        if self.arch != host.arch:
+            return f"it is {self.arch} code and this machine is {host.arch}"
+        missing = sorted(set(self.simd_features) - set(host.simd_features))
+        if missing:
+            return f"this machine ({host.name}) lacks {', '.join(missing)}"
+        return None
+
+    def compiler_flags(self) -> list[str]:
+        return llvmcpu_flags(self.triple, self.name or "generic", self.features)
+
+    def to_json(self) -> dict:
+        return dict(vars(self))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CpuTarget":
+        return cls(**data)
+
 
 @dataclass(frozen=True)
 class Target:
-    """What the dispatches are compiled for. Architecture fields only matter for their device."""
+    """What the dispatches are compiled for. Architecture fields only matter for their device.
+
+    For llvm-cpu, `cpu`/`cpu_features`/`target_triple` are what was asked for and `cpu_target`
+    is IREE's resolution of them (set by the generator; compiles use it, never `host`)."""
 
     device: Device = Device.LLVMCPU
     cpu: str = "host"
     cuda_arch: str = "sm_80"
     rocm_arch: str = "gfx942"
     vulkan_target: str = "ampere"
+    cpu_features: str = ""
+    target_triple: str = ""
+    cpu_target: CpuTarget | None = None
 
     @property
     def arch(self) -> str:
+        if self.device is Device.LLVMCPU and self.cpu_target is not None:
+            return self.cpu_target.name or "generic"
         return getattr(self, ARCH_FIELD[self.device])
 
     @property
     def name(self) -> str:
         return f"{self.device.value}:{self.arch}"
 
+    def resolved_cpu(self) -> CpuTarget:
+        if self.cpu_target is None:
+            raise ValueError("llvm-cpu target not resolved (launchers.resolve_cpu_target)")
+        return self.cpu_target
+
+    def requested_cpu_flags(self) -> list[str]:
+        """The llvm-cpu flags as asked, before resolution."""
+        return llvmcpu_flags(self.target_triple, self.cpu, self.cpu_features)
+
     def compiler_flags(self) -> list[str]:
         if self.device is Device.LLVMCPU:
-            return [
-                "--iree-hal-target-device=local",
-                "--iree-hal-local-target-device-backends=llvm-cpu",
-                f"--iree-llvmcpu-target-cpu={self.cpu}",
-            ]
+            cpu = self.cpu_target.compiler_flags() if self.cpu_target else self.requested_cpu_flags()
+            return ["--iree-hal-target-device=local",
+                    "--iree-hal-local-target-device-backends=llvm-cpu", *cpu]
         if self.device is Device.CUDA:
             return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_arch}"]
         if self.device is Device.ROCM:
@@ -159,12 +234,22 @@ class Target:
         return ["--iree-hal-target-device=vulkan", f"--iree-vulkan-target={self.vulkan_target}"]
 
     def to_json(self) -> dict:
-        return {"device": self.device.value, "arch": self.arch}
+        data = {"device": self.device.value, "arch": getattr(self, ARCH_FIELD[self.device])}
+        if self.device is Device.LLVMCPU:
+            data.update(cpu_features=self.cpu_features, target_triple=self.target_triple,
+                        cpu_target=self.cpu_target.to_json() if self.cpu_target else None)
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "Target":
         device = Device(data["device"])
-        return cls(device=device, **{ARCH_FIELD[device]: data["arch"]})
+        target = cls(device=device, **{ARCH_FIELD[device]: data["arch"]})
+        if device is Device.LLVMCPU:
+            cpu_target = data.get("cpu_target")
+            target = replace(target, cpu_features=data.get("cpu_features", ""),
+                             target_triple=data.get("target_triple", ""),
+                             cpu_target=CpuTarget.from_json(cpu_target) if cpu_target else None)
+        return target
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import conv
 import matmul
 from library import DataType, Target, TuningConfiguration, UserError
 
-MANIFEST_FORMAT = "iree-dispatch-profiler/1"
+# 2: llvm-cpu targets carry IREE's resolution of the CPU (name, features, vector width).
+MANIFEST_FORMAT = "iree-dispatch-profiler/2"
 
 
 class Operation(Protocol):
@@ -213,7 +214,9 @@ class Manifest:
         try:
             data = json.loads(path.read_text())
             if data.get("format") != MANIFEST_FORMAT:
-                raise ValueError(f"format {data.get('format')!r}")
+                old = str(data.get("format", "")).startswith(MANIFEST_FORMAT.split("/")[0])
+                raise ValueError(f"format {data.get('format')!r}"
+                                 + ("; made by an older version: generate again" if old else ""))
             collections = [
                 DispatchCollection(operation_from_json(entry["operation"]),
                                    [TuningConfiguration.from_json(c) for c in entry["configurations"]])

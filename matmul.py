@@ -5,8 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from library import (DATA_TILING_CONFIGURATION, DEFAULT_CONFIGURATION, DataType, Device, Layout,
-                     OperationKind, Target, TensorDescription, TuningConfiguration)
+import cpu_tiles
+from library import (DATA_TILING_CONFIGURATION, DEFAULT_CONFIGURATION, CpuTarget, DataType, Device,
+                     Layout, OperationKind, Target, TensorDescription, TuningConfiguration)
 
 
 EPILOGUES = ("bias_relu", "bias_gelu")
@@ -234,41 +235,23 @@ def data_type_name(types: tuple[DataType, DataType, DataType]) -> str:
     return "_".join(f"{t.short}{Layout.RowMajor.value}" for t in types)
 
 
-# ---------------------------------------------------------------------------------------------
-# llvm-cpu: DoubleTilingExpert tiles (distribution M x N, then vector M x N x K).
-# The product of the vector tiles must stay <= 4096 elements ("large vector sizes" otherwise).
-# The set spans small/large and square/skinny tiles; IREE's default for 512^3 f32 is
-# 64x64 / 8x16x16 and the 128x128 / 8x32x8 one beat it by ~25% here.
-CPU_MAX_VECTOR_ELEMENTS = 4096
-CPU_TILES = [
-    (64, 64, 8, 32, 8),
-    (128, 128, 8, 32, 8),
-    (64, 128, 8, 32, 16),
-    (128, 64, 16, 16, 16),
-    (32, 128, 8, 64, 8),
-    (128, 256, 8, 32, 16),
-    (256, 128, 16, 32, 8),
-    (64, 256, 4, 64, 16),
-    (32, 32, 8, 16, 16),
-    (128, 128, 16, 16, 8),
-]
-CPU_MIN_TILED_DIMENSION = 64
-
-
 def tile_list(batch: bool, values: list[int], batch_tile: int) -> str:
     """A tile-size list, with the batch dimension's entry first for batch_matmul."""
     return "[" + ", ".join(map(str, ([batch_tile] if batch else []) + values)) + "]"
 
 
-def cpu_configuration(dm: int, dn: int, vm: int, vn: int, vk: int,
+def cpu_configuration(cpu: CpuTarget, tile: cpu_tiles.MatmulTile, accumulator: DataType,
                       batch: bool = False) -> TuningConfiguration:
-    if vm * vn * vk > CPU_MAX_VECTOR_ELEMENTS:
-        raise ValueError(f"vector tile {vm}x{vn}x{vk} exceeds {CPU_MAX_VECTOR_ELEMENTS} elements")
-    lowering = (f"#iree_cpu.lowering_config<distribution = {tile_list(batch, [dm, dn, 0], 1)}, "
-                f"vector_common_parallel = {tile_list(batch, [vm, vn, 0], 1)}, "
-                f"vector_reduction = {tile_list(batch, [0, 0, vk], 0)}>")
+    """A DoubleTilingExpert config: distribution M x N, then vector M x N x K."""
+    if not cpu_tiles.is_legal_vector_tile(cpu, (tile.vm, tile.vn, tile.vk), accumulator):
+        raise ValueError(f"vector tile {tile.vm}x{tile.vn}x{tile.vk} of {accumulator.short} reaches "
+                         f"IREE's {cpu_tiles.vector_limit_bytes(cpu)}-byte limit on {cpu.name}")
+    lowering = (f"#iree_cpu.lowering_config<distribution = {tile_list(batch, [tile.dm, tile.dn, 0], 1)}, "
+                f"vector_common_parallel = {tile_list(batch, [tile.vm, tile.vn, 0], 1)}, "
+                f"vector_reduction = {tile_list(batch, [0, 0, tile.vk], 0)}>")
     translation = "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>"
-    return TuningConfiguration(f"tile_config_{dm}x{dn}_{vm}x{vn}x{vk}", lowering, translation)
+    return TuningConfiguration(f"tile_config_{tile.dm}x{tile.dn}_{tile.vm}x{tile.vn}x{tile.vk}",
+                               lowering, translation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,10 +342,10 @@ def tuning_configurations(op: MatmulOperation, target: Target) -> list[TuningCon
     if op.split_k_slices:
         return [DEFAULT_CONFIGURATION]
     if target.device is Device.LLVMCPU:
-        configs = [DEFAULT_CONFIGURATION, DATA_TILING_CONFIGURATION]
-        if min(op.m, op.n, op.k) >= CPU_MIN_TILED_DIMENSION:
-            configs += [cpu_configuration(*tiles, batch=bool(op.batch)) for tiles in CPU_TILES]
-        return configs
+        cpu = target.resolved_cpu()
+        tiles = cpu_tiles.matmul_tiles(cpu, op.m, op.n, op.k, op.lhs.dtype, op.result.dtype)
+        return [DEFAULT_CONFIGURATION, DATA_TILING_CONFIGURATION,
+                *(cpu_configuration(cpu, t, op.result.dtype, bool(op.batch)) for t in tiles)]
     configs = [DEFAULT_CONFIGURATION]
     if target.device is Device.CUDA:
         if op.lhs.dtype is DataType.f32:

@@ -5,6 +5,7 @@ import argparse
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -147,7 +148,14 @@ def add_target(parser: argparse.ArgumentParser, recorded: bool) -> None:
                        default=None if recorded else Device.LLVMCPU.value,
                        help=f"compiler backend{note or ' (default: llvm-cpu)'}")
     group.add_argument("--cpu", default=None if recorded else "host",
-                       help=f"llvm-cpu target CPU{note or ' (default: host)'}")
+                       help=f"llvm-cpu target CPU: host (this machine's, as IREE resolves it) or "
+                            f"an LLVM CPU name such as haswell, skylake-avx512, neoverse-n1"
+                            f"{note or ' (default: host)'}")
+    group.add_argument("--cpu-features", default=None if recorded else "",
+                       help="llvm-cpu target features, e.g. +avx2,+fma (default: those of --cpu)")
+    group.add_argument("--target-triple", default=None if recorded else "",
+                       help="llvm-cpu target triple for another architecture, e.g. "
+                            "aarch64-unknown-linux-gnu (default: this machine's)")
     group.add_argument("--cuda-arch", default=None if recorded else "sm_80",
                        help=f"CUDA SM architecture{note or ' (default: sm_80)'}")
     group.add_argument("--rocm-arch", default=None if recorded else "gfx942",
@@ -160,15 +168,28 @@ def add_target(parser: argparse.ArgumentParser, recorded: bool) -> None:
 
 
 def target_from_args(args: argparse.Namespace) -> Target:
-    target = Target(Device(args.device), args.cpu, args.cuda_arch, args.rocm_arch, args.vulkan_target)
-    return Target.from_json(target.to_json())  # keep only the architecture of its device
+    """The target as asked; launchers.resolve_target makes its llvm-cpu part concrete."""
+    device = Device(args.device)
+    target = Target(device, args.cpu, args.cuda_arch, args.rocm_arch, args.vulkan_target)
+    target = Target.from_json(target.to_json())  # keep only the architecture of its device
+    if device is Device.LLVMCPU:
+        target = replace(target, cpu_features=args.cpu_features, target_triple=args.target_triple)
+    elif args.cpu != "host" or args.cpu_features or args.target_triple:
+        raise UserError(f"--cpu, --cpu-features and --target-triple are llvm-cpu options, not "
+                        f"{device.value} ones")
+    return target
 
 
 def check_target(args: argparse.Namespace, recorded: Target) -> Target:
     """The manifest's target; a device or architecture option given must agree with it."""
     asked = {"device": (args.device, recorded.device.value)}
     arch_field = ARCH_FIELD[recorded.device]  # other devices' architectures play no part
-    asked[arch_field] = (getattr(args, arch_field), recorded.arch)
+    asked[arch_field] = (getattr(args, arch_field), getattr(recorded, arch_field))
+    if recorded.device is Device.LLVMCPU:
+        if args.cpu == recorded.arch:  # the resolved name (znver3) also names it
+            del asked["cpu"]
+        asked["cpu_features"] = (args.cpu_features, recorded.cpu_features)
+        asked["target_triple"] = (args.target_triple, recorded.target_triple)
     for key, (value, have) in asked.items():
         if value is not None and value != have:
             raise UserError(f"--{key.replace('_', '-')}={value} conflicts with the generated "

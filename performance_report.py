@@ -19,8 +19,9 @@ COLUMNS = [
     "Dispatch", "Provider", "Operation", "Configuration", "op_kind", "m", "n", "k", "batch_count",
     "lhs", "rhs", "result", "split_k_mode", "split_k_slices", "bytes", "flops", "Verification",
     "Config applied", "Runtime(ms)", "GFLOPs", "GB/s", "cv", "repetitions", "max_abs_error",
-    "Reason", "compile time(s)", "vmfb bytes", "target", "runtime device", "cpu model", "threads",
-    "compile flags", "IREE version", "timestamp",
+    "Reason", "compile log", "compile time(s)", "vmfb bytes", "target", "vector bytes",
+    "cpu features", "runtime device", "cpu model", "threads", "compile flags", "IREE version",
+    "timestamp",
 ]
 
 
@@ -41,6 +42,7 @@ class PerformanceResult:
     repetitions: int = 0
     max_abs_error: float = math.nan
     reason: str = ""
+    target_summary: str = ""  # `llvm-cpu:znver3, x86_64, 32-byte vectors (avx avx2 f16c fma)`
     environment: dict = field(default_factory=dict)  # target, compile time, versions, tags...
 
     @property
@@ -77,6 +79,7 @@ class PerformanceResult:
             f"OpKind        : {self.operation_fields.get('op_kind', '')}",
             f"Operation     : {self.operation}",
             f"Configuration : {self.configuration}",
+            f"Target        : {self.target_summary or self.environment.get('target', '')}",
             "Arguments     : " + self.arguments.replace("\n", "\n" + " " * 16),
             f"Verification  : {self.verification}",
             f"Config applied: {self.config_applied}" + (

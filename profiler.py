@@ -17,7 +17,7 @@ import numpy as np
 
 from baselines import machine_peak, time_numpy
 from launchers import (BenchmarkResult, CompileRecord, IreeTools, benchmark_command,
-                       benchmark_module, cpu_model, run_module, runtime_threads)
+                       benchmark_module, check_runnable, cpu_model, run_module, runtime_threads)
 from library import Device, Target, UserError
 from manifest import Dispatch, Manifest, select
 from performance_report import (PROVIDER_IREE, PROVIDER_NUMPY, CsvReport, PerformanceResult,
@@ -81,10 +81,14 @@ class Profiler:
         self.manifest = manifest
         self.device = options.runtime_device(args, target)
         self.tools = tools
+        cpu = target.cpu_target
         self.environment = {
             "target": target.name, "runtime device": self.device, "cpu model": cpu_model(),
             "threads": runtime_threads(self.device), "IREE version": manifest.iree_version,
+            "vector bytes": cpu.native_vector_bytes if cpu else "N/A",
+            "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
         }
+        self.target_summary = f"{target.device.value}:{cpu.summary}" if cpu else target.name
         self._cache: ReferenceCache | None = None
 
     def cache(self, operation) -> ReferenceCache:
@@ -99,12 +103,15 @@ class Profiler:
             dispatch=f"{operation.name}_{configuration}", operation=operation.name,
             configuration=configuration, arguments=operation.arguments,
             operation_fields=operation.report_fields(), flops=operation.flops,
-            bytes=operation.bytes, provider=provider, environment=dict(self.environment))
+            bytes=operation.bytes, provider=provider, target_summary=self.target_summary,
+            environment=dict(self.environment))
 
     def profile_numpy(self, operation) -> PerformanceResult:
         """numpy/OpenBLAS on the same inputs: its own row, verified like a dispatch."""
         result = self.result_for(operation, "numpy", PROVIDER_NUMPY)
-        result.environment.update({"target": f"numpy {np.__version__}", "IREE version": ""})
+        result.environment.update({"target": f"numpy {np.__version__}", "IREE version": "",
+                                   "vector bytes": "N/A", "cpu features": "N/A"})
+        result.target_summary = f"numpy {np.__version__} on this machine"
         cache = self.cache(operation)
         repetitions = self.args.benchmark_repetitions if self.args.profiling_enabled else 0
         timing, value = time_numpy(operation, cache.load_inputs(), repetitions,
@@ -119,6 +126,7 @@ class Profiler:
         result = self.result_for(dispatch.operation, dispatch.configuration.name)
         paths = self.manifest.paths(dispatch)
         record = CompileRecord.load(paths.compile_record)
+        result.environment["compile log"] = str(paths.compile_log)
         if record is None:
             result.verification, result.reason = "ERROR", "not compiled (run compile.py)"
             return result
@@ -135,7 +143,9 @@ class Profiler:
             self.verify(dispatch, paths.verify_vmfb, cache, result)
             if result.verification != "SUCCESS":
                 return result  # a wrong or crashing dispatch is not worth timing
-        if self.args.profiling_enabled:
+        if self.args.profiling_enabled and not record.profile_built:
+            result.reason = "no profile build (compiled with --verify-only)"
+        elif self.args.profiling_enabled:
             command = benchmark_command(self.tools, paths.profile_vmfb, dispatch.name, self.device,
                                         inputs, record.repeat_count,
                                         self.args.benchmark_repetitions, self.args.benchmark_min_time)
@@ -185,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError("--append and --resume need --output")
     tools = IreeTools.locate(args.iree_bin_dir)
     profiler = Profiler(args, manifest, target, tools)
+    if not args.dry_run and PROVIDER_IREE in args.providers:
+        check_runnable(tools, target)
 
     if args.dry_run:
         for dispatch in dispatches:
@@ -229,13 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results:
         print(summary(results))
     failed = [r for r in results if r.failed]
-    if args.output is not None:
-        print(f"Writing performance report to {args.output}")
     if args.plot is not None and results:
         peak = machine_peak() if target.device is Device.LLVMCPU else None
         written = write_plots(results, args.plot, peak)
         print(f"Wrote {len(written)} plots to {args.plot}")
     print(f"{len(results)} dispatches: {len(results) - len(failed)} ok, {len(failed)} FAILED/ERROR")
+    if args.output is not None:
+        print(f"Performance report: {args.output}")
     return 1 if failed else 0
 
 

@@ -49,8 +49,10 @@ def compile_and_profile(work: Path, repetitions: int) -> tuple[pd.DataFrame, flo
 def print_table(data: pd.DataFrame, repetitions: int) -> None:
     """GFLOP/s of IREE default, data tiling, best tile config and numpy per operation, with ratios."""
     first = data[data["Provider"] == "IREE Codegen"].iloc[0]
-    print(f"llvm-cpu, {first['cpu model']}, {first['threads']} threads, IREE {first['IREE version']}, "
-          f"numpy {np.__version__}")
+    # Figures from different machines must never be mixed up: say which CPU these are for.
+    print(f"{first['target']} ({first['vector bytes']}-byte vectors) on {first['cpu model']}, "
+          f"{first['threads']} threads, IREE {first['IREE version']}, numpy {np.__version__}")
+    print(f"cpu features: {first['cpu features']}")
     width = max(len(o) for o in data["Operation"])
     header = (f"{'operation':{width}} {'default':>8} {'dt+ukr':>7} {'tiles':>7} {'numpy':>7} "
               f"{'tiles/def':>9} {'best/def':>8} {'best/numpy':>10}  best configuration")

@@ -10,6 +10,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from library import CpuTarget  # noqa: E402
+
+# One CPU of each SIMD family, as IREE resolves them (native_vector_size), for tests that need
+# no compiler.
+AVX2 = CpuTarget("haswell", "+avx,+avx2,+fma,+f16c", "", "x86_64", 32, 256 << 10)
+AVX512 = CpuTarget("skylake-avx512", "+avx,+avx2,+avx512f,+f16c,+fma", "", "x86_64", 64, 1 << 20)
+NEON = CpuTarget("neoverse-n1", "+neon,+fullfp16,+dotprod", "aarch64-unknown-linux-gnu",
+                 "aarch64", 16, 1 << 20)
+
 
 def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,

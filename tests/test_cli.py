@@ -26,6 +26,14 @@ GENERATOR_ERRORS = [
     (["--problems-file=/nonexistent.csv"], "cannot read --problems-file"),
     (["--problems-file=README.md"], "lacks columns"),
     (["--split-k-slices=0", "--operation-kind=split_k_matmul"], "must be positive"),
+    (["--target-triple=x86_64-unknown-linux-gnu", "--cpu=skylake-avx51"],
+     "did you mean skylake-avx512"),
+    (["--target-triple=aarch64-unknown-linux-gnu", "--cpu=neoverse-n99"],
+     "not a CPU LLVM knows for aarch64"),
+    (["--target-triple=x86_64-unknown-linux-gnu", "--cpu=haswell", "--cpu-features=+avx9"],
+     "+avx9 not known to LLVM"),
+    (["--target-triple=foo-bar-baz"], "cannot target it"),
+    (["--device=cuda", "--cpu=haswell"], "are llvm-cpu options"),
 ]
 
 

@@ -1,5 +1,11 @@
-"""generate -> compile -> verify -> profile -> CSV with the real IREE tools on small, odd shapes."""
+"""generate -> compile -> verify -> profile -> CSV with the real IREE tools on small, odd shapes.
+
+The sweep runs for this machine's CPU and, on x86, again pinned to haswell: AVX2 code runs on
+every x86-64 machine with AVX2, so an AVX-512 machine also checks what an AVX2 user gets."""
 import json
+import platform
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -8,13 +14,22 @@ from conftest import run_script
 from performance_report import COLUMNS
 
 FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=2"]
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+CPUS = ["host"] + (["haswell"] if X86 else [])
 
 
-@pytest.fixture(scope="session")
-def sweep(tmp_path_factory):
+def tile_configs(gen: Path, operation: str) -> list[str]:
+    """The tile configs generated for a matmul (names differ from CPU to CPU)."""
+    folder = gen / "generated/linalg/matmul" / operation
+    return sorted(p.stem[len(operation) + 1:] for p in folder.glob(f"{operation}_tile_config_*.mlir"))
+
+
+@pytest.fixture(scope="session", params=CPUS)
+def sweep(tmp_path_factory, request):
     """M = 1, K = 1, prime sizes, a column-major operand, tiles larger than the problem."""
-    gen = tmp_path_factory.mktemp("sweep")
-    generated = run_script("generator.py", "--generated-dir", gen, "--problem-m=1,67",
+    gen = tmp_path_factory.mktemp(f"sweep_{request.param}")
+    generated = run_script("generator.py", "--generated-dir", gen, f"--cpu={request.param}",
+                           "--problem-m=1,67",
                            "--problem-n=131", "--problem-k=1,64",
                            "--data-types=f32t_f32t_f32t,f16t_f16t_f16t,i8t_i8t_i32t,bf16t_bf16n_f32t")
     assert generated.returncode == 0, generated.stderr
@@ -36,6 +51,10 @@ def test_every_dispatch_verifies_and_is_timed(sweep):
     assert (data["Runtime(ms)"] > 0).all() and (data["GFLOPs"] > 0).all()
     assert set(COLUMNS) <= set(data.columns)
     assert {"matmul_1x131x1_f32t_f32t_f32t", "matmul_67x131x64_bf16t_bf16n_f32t"} <= set(data["Operation"])
+    cpu = manifest["target"]["cpu_target"]
+    assert (data["vector bytes"] == cpu["native_vector_bytes"]).all()
+    assert data["cpu features"].str.contains("avx2|neon").all()
+    assert all(Path(log).is_file() for log in data["compile log"])
 
 
 def test_requested_tile_configs_are_applied_and_defaults_say_na(sweep):
@@ -48,10 +67,14 @@ def test_requested_tile_configs_are_applied_and_defaults_say_na(sweep):
 
 def test_report_blocks_and_summary(sweep):
     out = sweep[2].stdout
-    assert "Dispatch      : matmul_67x131x64_f32t_f32t_f32t_tile_config_256x128_16x32x8" in out
+    assert re.search(r"Dispatch      : matmul_67x131x64_f32t_f32t_f32t_tile_config_\d+x\d+_\d+x\d+x\d+\n", out)
+    assert re.search(r"Target        : llvm-cpu:\S+, \w+, \d+-byte vectors \(", out)
     assert "Provider      : IREE Codegen" in out
     assert "Arguments     : --batch_count=1 --m=67 --n=131 --k=64" in out
     assert "matmul_67x131x64_f32t_f32t_f32t: best " in out and "x vs default" in out
+    lines = out.strip().splitlines()  # the run ends with the count, then where the CSV is
+    assert re.fullmatch(r"\d+ dispatches: \d+ ok, 0 FAILED/ERROR", lines[-2])
+    assert lines[-1] == f"Performance report: {sweep[3]}"
 
 
 def test_second_compile_finds_everything_up_to_date(sweep):
@@ -89,32 +112,36 @@ def tampered(tmp_path_factory):
     gen = tmp_path_factory.mktemp("tampered")
     assert run_script("generator.py", "--generated-dir", gen, "--problem-m=64", "--problem-n=64",
                       "--problem-k=64", "--data-types=f32t_f32t_f32t").returncode == 0
-    folder = gen / "generated/linalg/matmul/matmul_64x64x64_f32t_f32t_f32t"
-    wrong = folder / "matmul_64x64x64_f32t_f32t_f32t_tile_config_64x64_8x32x8.mlir"
+    operation = "matmul_64x64x64_f32t_f32t_f32t"
+    folder = gen / "generated/linalg/matmul" / operation
+    wrong_config, broken_config = tile_configs(gen, operation)[:2]
+    wrong = folder / f"{operation}_{wrong_config}.mlir"
     wrong.write_text(wrong.read_text().replace("arith.constant 0.0 : f32", "arith.constant 1.0 : f32"))
-    broken = folder / "matmul_64x64x64_f32t_f32t_f32t_tile_config_32x32_8x16x16.mlir"
-    broken.write_text(broken.read_text().replace("vector_reduction = [0, 0, 16]",
-                                                 "vector_reduction = [0, 0, -16]"))
+    # A negative tile size is invalid on every CPU.
+    broken = folder / f"{operation}_{broken_config}.mlir"
+    broken.write_text(re.sub(r"vector_reduction = \[0, 0, (\d+)\]", r"vector_reduction = [0, 0, -\1]",
+                             broken.read_text()))
     compiled = run_script("compile.py", "--generated-dir", gen)
     csv = gen / "data.csv"
     profiled = run_script("profiler.py", "--generated-dir", gen, "--output", csv, *FAST)
-    return compiled, profiled, pd.read_csv(csv).set_index("Configuration")
+    return compiled, profiled, pd.read_csv(csv).set_index("Configuration"), wrong_config, broken_config
 
 
 def test_a_config_that_cannot_compile_is_recorded_and_its_siblings_are_profiled(tampered):
-    compiled, profiled, data = tampered
+    compiled, profiled, data, wrong, broken = tampered
     assert compiled.returncode == 1 and "failed 1" in compiled.stdout
-    assert "FAILED matmul_64x64x64_f32t_f32t_f32t_tile_config_32x32_8x16x16" in compiled.stdout
-    row = data.loc["tile_config_32x32_8x16x16"]
-    assert row["Verification"] == "ERROR" and "iree-compile exited" in row["Reason"]
+    assert f"FAILED matmul_64x64x64_f32t_f32t_f32t_{broken}: iree-compile: " in compiled.stdout
+    row = data.loc[broken]
+    # IREE's first error line, without the dumped file's path; the full text is in the log.
+    assert row["Verification"] == "ERROR" and row["Reason"].startswith("iree-compile: ")
+    assert ".mlir" not in row["Reason"] and "error:" in Path(row["compile log"]).read_text()
     assert len(data) == 12
-    assert (data.drop(["tile_config_32x32_8x16x16", "tile_config_64x64_8x32x8"])["Verification"]
-            == "SUCCESS").all()
+    assert (data.drop([broken, wrong])["Verification"] == "SUCCESS").all()
 
 
 def test_a_wrong_result_is_failed_with_its_error_and_the_run_exits_1(tampered):
-    _, profiled, data = tampered
-    row = data.loc["tile_config_64x64_8x32x8"]
+    _, profiled, data, wrong, _ = tampered
+    row = data.loc[wrong]
     assert row["Verification"] == "FAILED" and row["max_abs_error"] == pytest.approx(1.0)
     assert "max abs err 1" in row["Reason"]
     assert profiled.returncode == 1 and "2 FAILED/ERROR" in profiled.stdout

@@ -2,7 +2,11 @@ import numpy as np
 import pytest
 
 import matmul
+from conftest import AVX2
+from cpu_tiles import MatmulTile
 from library import (DataType, Device, Layout, Target, TensorDescription, TuningConfiguration)
+
+CPU = Target(Device.LLVMCPU, cpu_target=AVX2)
 from verification import compare, tolerance
 
 
@@ -24,7 +28,7 @@ def test_operation_round_trips_through_json():
 
 
 def test_cpu_space_has_default_first_and_at_least_8_distinct_tile_configs():
-    configs = matmul.tuning_configurations(op(256, 256, 256), Target())
+    configs = matmul.tuning_configurations(op(256, 256, 256), CPU)
     names = [c.name for c in configs]
     assert names[0] == "default" and "default_data_tiling" in names
     tiles = [c for c in configs if c.lowering_config]
@@ -33,14 +37,14 @@ def test_cpu_space_has_default_first_and_at_least_8_distinct_tile_configs():
 
 
 def test_small_dimensions_get_only_the_default_and_flag_variants():
-    configs = matmul.tuning_configurations(op(1, 256, 256), Target())
+    configs = matmul.tuning_configurations(op(1, 256, 256), CPU)
     assert [c.name for c in configs] == ["default", "default_data_tiling"]
     assert all(c.compilation_info is None for c in configs)
 
 
 def test_cpu_vector_tiles_respect_the_vector_size_limit():
-    with pytest.raises(ValueError):
-        matmul.cpu_configuration(64, 64, 16, 32, 16)
+    with pytest.raises(ValueError, match="16384-byte limit on haswell"):
+        matmul.cpu_configuration(AVX2, MatmulTile(64, 64, 16, 32, 16), DataType.f32)
 
 
 def test_cuda_configs_obey_thread_shared_memory_and_divisibility_rules():
@@ -89,7 +93,7 @@ def test_emitted_mlir_carries_the_configuration_only_when_asked():
     o = op(64, 64, 64, "f32t", "f32n")
     default = o.emit_mlir("f", TuningConfiguration("default"))
     assert "compilation_info" not in default and "indexing_maps" in default
-    tiled = o.emit_mlir("f", matmul.cpu_configuration(64, 64, 8, 32, 8))
+    tiled = o.emit_mlir("f", matmul.cpu_configuration(AVX2, MatmulTile(64, 64, 8, 16, 8), DataType.f32))
     assert "compilation_info = #compilation" in tiled and "DoubleTilingExpert" in tiled
     assert Layout.ColumnMajor.value == "n"
 

@@ -8,9 +8,21 @@ import pytest
 from conftest import run_script
 from conv import LAYOUTS, Conv2dOperation
 from library import DataType
+from manifest import Manifest
 
 FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=2"]
-ONE_TILE = "_default$,tile_config_64x64_8x32x8$,tile_config_4x16x32_8x16x8$"
+
+
+def default_and_first_tile(gen) -> str:
+    """--dispatches selecting each operation's default and its first tile config (names differ
+    from CPU to CPU, so they are read from the manifest)."""
+    names = []
+    for collection in Manifest.load(gen).collections:
+        configs = [c.name for c in collection.configurations]
+        tiles = [c for c in configs if c.startswith("tile_config_")]
+        chosen = [c for c in configs if c.startswith("default")] + tiles[:1]
+        names += [f"^{collection.operation.name}_{c}$" for c in chosen]
+    return "--dispatches=" + ",".join(names)
 
 
 @pytest.fixture(scope="session")
@@ -19,26 +31,26 @@ def breadth(tmp_path_factory):
     calls = [
         # matmul family with an odd M, a batch of 2, both epilogues, every data type
         ["--operation-kind=matmul,batch_matmul,fused_matmul", "--problem-m=67", "--problem-n=64",
-         "--problem-k=64", "--problem-b=2", f"--dispatches={ONE_TILE}"],
+         "--problem-k=64", "--problem-b=2"],
         ["--operation-kind=split_k_matmul", "--problem-m=64", "--problem-n=64",
          "--problem-k=8192", "--split-k-slices=4"],
         # strided, padded conv (too small for tile configs) and one that gets them
         ["--operation-kind=conv2d", "--input-n=2", "--input-h=12", "--input-w=13", "--input-c=8",
          "--filter-h=3", "--filter-w=3", "--filter-f=16", "--stride=2", "--padding=1"],
         ["--operation-kind=conv2d", "--input-n=2", "--input-h=10", "--input-w=10", "--input-c=8",
-         "--filter-h=3", "--filter-w=3", "--filter-f=16", f"--dispatches={ONE_TILE}"],
+         "--filter-h=3", "--filter-w=3", "--filter-f=16"],
         # batch 1: IREE folds the unit dimension and drops the requested config
         ["--operation-kind=conv2d", "--input-n=1", "--input-h=10", "--input-w=10", "--input-c=8",
-         "--filter-h=3", "--filter-w=3", "--filter-f=16", "--data-types=f32",
-         f"--dispatches={ONE_TILE}"],
+         "--filter-h=3", "--filter-w=3", "--filter-f=16", "--data-types=f32"],
     ]
     for call in calls:
         result = run_script("generator.py", "--generated-dir", gen, *call)
         assert result.returncode == 0, result.stderr
-    compiled = run_script("compile.py", "--generated-dir", gen)
+    selected = default_and_first_tile(gen)
+    compiled = run_script("compile.py", "--generated-dir", gen, selected)
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     csv = gen / "data.csv"
-    profiled = run_script("profiler.py", "--generated-dir", gen, "--output", csv,
+    profiled = run_script("profiler.py", "--generated-dir", gen, "--output", csv, selected,
                           "--providers=iree,numpy", "--plot", gen / "plots", *FAST)
     return gen, profiled, pd.read_csv(csv)
 

@@ -1,0 +1,84 @@
+"""Tuning spaces derived from the target: legal for IREE on AVX2, AVX-512 and NEON, and rich enough."""
+import itertools
+
+import pytest
+
+import cpu_tiles
+import matmul
+from conv import Conv2dOperation
+from conftest import AVX2, AVX512, NEON
+from library import DataType, Device, Target, TensorDescription
+
+CPUS = {"avx2": AVX2, "avx512": AVX512, "neon": NEON}
+F32, F16, BF16, I8, I32 = DataType.f32, DataType.f16, DataType.bf16, DataType.i8, DataType.i32
+TYPES = [(F32, F32), (F16, F16), (F16, F32), (BF16, BF16), (BF16, F32), (I8, I32)]
+
+
+def test_legality_is_iree_rule_measured_at_its_boundary():
+    # Seen with iree-compile on haswell: f32 8x16x31 compiles, 8x16x32 hits 16384 bytes.
+    assert cpu_tiles.is_legal_vector_tile(AVX2, (8, 16, 31), F32)
+    assert not cpu_tiles.is_legal_vector_tile(AVX2, (8, 16, 32), F32)
+    # f16 accumulates in 2 bytes (8x32x16 compiles, 8x32x32 fails); f16->f32 counts 4.
+    assert cpu_tiles.is_legal_vector_tile(AVX2, (8, 32, 16), F16)
+    assert not cpu_tiles.is_legal_vector_tile(AVX2, (8, 32, 32), F16)
+    assert not cpu_tiles.is_legal_vector_tile(AVX2, (8, 32, 16), F32)
+    # The old fixed list's 8x64x8 f32: fine on AVX-512, rejected on AVX2 and NEON.
+    assert cpu_tiles.is_legal_vector_tile(AVX512, (8, 64, 8), F32)
+    assert not cpu_tiles.is_legal_vector_tile(AVX2, (8, 64, 8), F32)
+    assert not cpu_tiles.is_legal_vector_tile(NEON, (8, 16, 16), F32)
+
+
+def test_vector_tiles_follow_the_simd_width():
+    for cpu, lanes in ((AVX2, 8), (AVX512, 16), (NEON, 4)):
+        tiles = cpu_tiles.matmul_vector_tiles(cpu, 512, 512, 512, F32)
+        assert all(vn % lanes == 0 for _, vn, _ in tiles), cpu.name
+        assert tiles[0] == (8, lanes, lanes)  # IREE's own x86 shape leads
+    assert cpu_tiles.matmul_vector_tiles(AVX2, 512, 512, 512, F16)[0] == (8, 16, 16)
+
+
+@pytest.mark.parametrize("cpu", CPUS.values(), ids=CPUS.keys())
+@pytest.mark.parametrize("shape", [(64, 64, 64), (67, 131, 64), (128, 128, 256), (768, 512, 1024),
+                                   (64, 4096, 4096), (3456, 1024, 2048), (1024, 64, 64)])
+def test_every_matmul_kind_and_type_gets_at_least_8_legal_configs(cpu, shape):
+    target = Target(Device.LLVMCPU, cpu_target=cpu)
+    for (a, c), batch, epilogue in itertools.product(TYPES, (0, 2), ("", "bias_relu")):
+        op = matmul.MatmulOperation(*shape, TensorDescription(a), TensorDescription(a),
+                                    TensorDescription(c), batch=batch, epilogue=epilogue)
+        tiled = [cfg for cfg in matmul.tuning_configurations(op, target) if cfg.lowering_config]
+        assert len({cfg.lowering_config for cfg in tiled}) == len(tiled) >= 8, (op.name, cpu.name)
+        assert all(cfg.name.startswith("tile_config_") for cfg in tiled)
+        for tile in cpu_tiles.matmul_tiles(cpu, *shape, a, c):
+            assert cpu_tiles.is_legal_vector_tile(cpu, (tile.vm, tile.vn, tile.vk), c)
+            assert tile.dm % tile.vm == 0 and tile.dn % tile.vn == 0
+
+
+def test_small_dimensions_get_no_tile_configs():
+    assert cpu_tiles.matmul_tiles(AVX2, 1, 256, 256, F32, F32) == []
+    assert cpu_tiles.matmul_tiles(AVX2, 256, 256, 63, F32, F32) == []
+
+
+@pytest.mark.parametrize("cpu", CPUS.values(), ids=CPUS.keys())
+@pytest.mark.parametrize("shape", [(2, 18, 18, 32, 64, 3, 3), (2, 34, 34, 64, 64, 3, 3),
+                                   (2, 66, 66, 320, 320, 3, 3), (1, 130, 130, 64, 128, 3, 3)])
+def test_conv_configs_are_legal_and_at_least_8(cpu, shape):
+    for (a, c), layout in itertools.product(TYPES, ("nhwc_hwcf", "nchw_fchw")):
+        op = Conv2dOperation(*shape, input_type=a, output_type=c, layout=layout)
+        tiles = cpu_tiles.conv_tiles(cpu, op)
+        assert len(set(tiles)) == len(tiles) >= 8, (op.name, cpu.name)
+        for t in tiles:
+            assert cpu_tiles.is_legal_vector_tile(cpu, (t.vw, t.vf, t.vc), c)
+            assert t.dow % t.vw == 0 and t.df % t.vf == 0 and t.vc <= op.c
+
+
+def test_distribution_tiles_follow_the_cache():
+    """A K x dn panel that outgrows L2 loses its rank: the big-K problem gets narrower panels."""
+    small_k = cpu_tiles.matmul_tiles(AVX2, 1024, 1024, 256, F32, F32)
+    big_k = cpu_tiles.matmul_tiles(AVX2, 1024, 1024, 8192, F32, F32)
+    assert max(t.dn for t in big_k) < max(t.dn for t in small_k)
+
+
+def test_what_a_machine_can_run():
+    assert AVX2.cannot_run_on(AVX512) is None
+    assert "avx512f" in AVX512.cannot_run_on(AVX2)
+    assert "aarch64 code" in NEON.cannot_run_on(AVX2)
+    assert AVX2.summary == "haswell, x86_64, 32-byte vectors (avx avx2 f16c fma)"
