@@ -90,7 +90,8 @@ def resolve_cpu_target(tools: IreeTools, target: Target) -> CpuTarget:
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "probe.mlir"
         source.write_text(_PROBE)
-        result = run([str(tools.compile), str(source), *replace(target, cpu_target=None).compiler_flags(),
+        asked_flags = replace(target, cpu_target=None).compiler_flags()
+        result = run([str(tools.compile), str(source), *asked_flags,
                       "--compile-to=executable-sources"], timeout=120)
     stderr = result.stderr
     asked = " ".join(target.requested_cpu_flags())
@@ -262,23 +263,23 @@ def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dis
     for stale in (paths.compile_record, paths.verify_vmfb, paths.profile_vmfb):
         stale.unlink(missing_ok=True)
     shutil.rmtree(paths.configs, ignore_errors=True)
-    record = CompileRecord(paths.name, "failed", repeat_count=repeats, profile_built=profile, command=verify,
-                           flags=[*target.compiler_flags(), *flags], iree_version=iree_version)
+    record = CompileRecord(paths.name, "failed", repeat_count=repeats, profile_built=profile,
+                           command=verify, flags=[*target.compiler_flags(), *flags],
+                           iree_version=iree_version)
     log = [f"$ {' '.join(verify)}"]
     result = run(verify, timeout)
     log.append(result.stderr)
     record.compile_seconds = round(result.seconds, 3)
     if not result.ok:
         record.reason = result.failure("iree-compile", timeout)
-    elif not profile:
-        pass
-    elif repeats == 1:
+    elif profile and repeats == 1:
         shutil.copyfile(paths.verify_vmfb, paths.profile_vmfb)  # the same build
-    else:
-        profile = compile_command(tools, target, paths.mlir, paths.profile_vmfb,
-                                  [*flags, f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"])
-        log.append(f"$ {' '.join(profile)}")
-        presult = run(profile, timeout)
+    elif profile:
+        profile_command = compile_command(
+            tools, target, paths.mlir, paths.profile_vmfb,
+            [*flags, f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"])
+        log.append(f"$ {' '.join(profile_command)}")
+        presult = run(profile_command, timeout)
         log.append(presult.stderr)
         if not presult.ok:
             record.reason = presult.failure("iree-compile (profile build)", timeout)
