@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from launchers import BenchmarkResult, cpu_model
+from launchers import Sample, cpu_model
 
 
 # float32 BLAS for every input type (numpy has no f16/bf16/int BLAS); our integer-valued
@@ -18,23 +18,30 @@ from launchers import BenchmarkResult, cpu_model
 NUMPY_COMPUTE_TYPE = np.float32
 
 
-def time_numpy(operation, inputs: list[np.ndarray], repetitions: int,
-               min_time: float) -> tuple[BenchmarkResult, np.ndarray]:
-    """Median-able times (ms) of the numpy computation, conversion to float32 included: that
-    is what a numpy user pays for an f16 or int8 problem."""
-    dtype = NUMPY_COMPUTE_TYPE
-    result = operation.compute(*inputs, dtype=dtype)  # warm-up, and the result to verify
-    times = []
-    for _ in range(repetitions):
+class NumpyKernel:
+    """What a numpy user runs for an operation, on arrays already in their own dtype: `a @ b`
+    for f32; for f16, bf16 and i8 (no BLAS in numpy) the upcast to f32, then BLAS."""
+
+    def __init__(self, operation, inputs: list[np.ndarray]):
+        self.operation = operation
+        self.inputs = inputs
+        types = sorted({a.dtype.name for a in inputs} - {np.dtype(NUMPY_COMPUTE_TYPE).name})
+        self.description = (f"numpy {np.__version__}: upcast {'/'.join(types)} to float32, then "
+                            "BLAS" if types else f"numpy {np.__version__}: float32 BLAS")
+        self.result = self()  # warm-up, and the value to verify
+
+    def __call__(self) -> np.ndarray:
+        return self.operation.compute(*self.inputs, dtype=NUMPY_COMPUTE_TYPE)
+
+    def sample(self, seconds: float) -> Sample:
+        """ms per call, averaged over calls filling about `seconds`."""
         runs, start = 0, time.perf_counter()
         while True:
-            operation.compute(*inputs, dtype=dtype)
+            self()
             runs += 1
             elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        times.append(elapsed / runs * 1e3)
-    return BenchmarkResult(True, times_ms=times), result
+            if elapsed >= seconds:
+                return Sample(True, ms=elapsed / runs * 1e3)
 
 
 def _cache_file() -> Path:

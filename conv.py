@@ -119,8 +119,8 @@ class Conv2dOperation(ConvShape):
 
     def compute(self, image: np.ndarray, filters: np.ndarray, dtype=np.float64) -> np.ndarray:
         """im2col + one BLAS GEMM in `dtype` (float64: exact for our integer inputs)."""
-        x = image.astype(dtype)
-        wgt = filters.astype(dtype)
+        x = image.astype(dtype, copy=False)
+        wgt = filters.astype(dtype, copy=False)
         if not self.nhwc:  # compute in NHWC/HWCF, convert back at the end
             x, wgt = x.transpose(0, 2, 3, 1), wgt.transpose(2, 3, 1, 0)
         (ph, pw), (sh, sw), (dh, dw) = self.padding, self.stride, self.dilation

@@ -12,13 +12,13 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Sequence
 
 import cpu_tiles
 from library import CpuTarget, Device, Target, TuningConfiguration, UserError
@@ -354,62 +354,99 @@ class RunResult:
     reason: str = ""
 
 
-def run_module(tools: IreeTools, vmfb: Path, function: str, device: str, inputs: list[Buffer],
-               output: Path, timeout: float) -> RunResult:
-    """Run once, writing the raw result to `output` (raw, since .npy cannot hold bf16)."""
+def run_module(tools: IreeTools, vmfb: Path, function: str, device: str, inputs: list[str],
+               outputs: list[Path], timeout: float, flags: Sequence[str] = ()) -> RunResult:
+    """Run once with `--input=` values, writing each result to its file of `outputs` (`.bin`:
+    raw, since .npy cannot hold bf16; `.npy` otherwise)."""
     command = [str(tools.run_module), f"--module={vmfb}", f"--function={function}",
-               f"--device={device}", *(f"--input={b.flag}" for b in inputs), f"--output=@{output}"]
-    output.unlink(missing_ok=True)
+               f"--device={device}", *(f"--input={i}" for i in inputs), *flags,
+               *(f"--output=@{o}" for o in outputs)]
+    for output in outputs:
+        output.unlink(missing_ok=True)
     result = run(command, timeout)
     if not result.ok:
         return RunResult(False, result.failure("iree-run-module", timeout))
-    if not output.is_file():
-        return RunResult(False, "iree-run-module wrote no output")
+    if not all(o.is_file() for o in outputs):
+        return RunResult(False, "iree-run-module wrote fewer outputs than asked")
     return RunResult(True)
+
+@dataclass
+class Sample:
+    """One timing: ms per computation, or why there is none."""
+
+    ok: bool
+    reason: str = ""
+    ms: float = math.nan
+
+
+# Google Benchmark's own warm-up before each sample: first-touch page faults and the worker
+# threads' start belong to no computation.
+WARMUP_SECONDS = 0.01
 
 
 @dataclass
-class BenchmarkResult:
-    ok: bool
-    reason: str = ""
-    times_ms: list[float] = field(default_factory=list)
+class Benchmark:
+    """One function of one vmfb as iree-benchmark-module times it. Each `sample` is one process
+    timing about `seconds` of work; after the first, the iteration count is fixed from the last
+    time, so no time goes into Google Benchmark's own iteration search.
 
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.times_ms) if self.times_ms else math.nan
+    With `dispatch_statistics`, a sample is the time of the dispatches themselves (IREE's HAL
+    profiling, `--dispatch_statistics`), not of the invocation around them: on a 2-core VM the
+    invocation of a 512^3 matmul took 1.35x its dispatch, and varied three times as much. Where
+    the backend gives no dispatch rows, the invocation time is used."""
 
-    @property
-    def cv(self) -> float:
-        """Coefficient of variation over the repetitions."""
-        if len(self.times_ms) < 2:
-            return 0.0
-        return statistics.stdev(self.times_ms) / statistics.mean(self.times_ms)
+    tools: IreeTools
+    vmfb: Path
+    function: str
+    device: str
+    inputs: list[str]  # --input= values: `2x3xf32=@a.bin`, `@a.npy`
+    repeats: int = 1  # dispatch repeat count compiled into the vmfb
+    flags: list[str] = field(default_factory=list)  # --parameters=..., task topology
+    timeout: float = 120.0
+    dispatch_statistics: bool = False
+    invocation_ms: float = math.nan
+
+    def command(self, seconds: float) -> list[str]:
+        if self.invocation_ms > 0:
+            time_flag = f"{max(1, math.ceil(seconds * 1e3 / self.invocation_ms))}x"
+        else:
+            time_flag = f"{seconds:g}s"
+        return [str(self.tools.benchmark_module), f"--module={self.vmfb}",
+                f"--function={self.function}", f"--device={self.device}",
+                *(f"--input={i}" for i in self.inputs), *self.flags,
+                # the vmfb repeats each dispatch `repeats` times; batch_size divides that back out
+                f"--batch_size={self.repeats}", "--benchmark_repetitions=1",
+                f"--benchmark_min_time={time_flag}",
+                f"--benchmark_min_warmup_time={WARMUP_SECONDS}", "--benchmark_format=json",
+                *(["--dispatch_statistics"] if self.dispatch_statistics else [])]
+
+    def sample(self, seconds: float) -> Sample:
+        result = run(self.command(seconds), self.timeout)
+        if not result.ok:
+            return Sample(False, result.failure("iree-benchmark-module", self.timeout))
+        invocation, dispatches = parse_benchmark_json(result.stdout)
+        if invocation.ok:
+            self.invocation_ms = invocation.ms * self.repeats
+        if self.dispatch_statistics and dispatches is None:
+            self.dispatch_statistics = False  # this backend has none: the invocation it is
+        return dispatches if self.dispatch_statistics and invocation.ok else invocation
 
 
-def benchmark_command(tools: IreeTools, vmfb: Path, function: str, device: str,
-                      inputs: list[Buffer], repeats: int, repetitions: int,
-                      min_time: float) -> list[str]:
-    return [str(tools.benchmark_module), f"--module={vmfb}", f"--function={function}",
-            f"--device={device}", *(f"--input={b.flag}" for b in inputs),
-            # the vmfb repeats each dispatch `repeats` times; batch_size divides that back out
-            f"--batch_size={repeats}", f"--benchmark_repetitions={repetitions}",
-            f"--benchmark_min_time={min_time}s", "--benchmark_format=json"]
-
-
-def benchmark_module(command: list[str], timeout: float) -> BenchmarkResult:
-    result = run(command, timeout)
-    if not result.ok:
-        return BenchmarkResult(False, result.failure("iree-benchmark-module", timeout))
+def parse_benchmark_json(text: str) -> tuple[Sample, Sample | None]:
+    """The mean real time per iteration of the one repetition, and the summed time of its
+    dispatch rows (--dispatch_statistics) when there are any. Both are divided by batch_size."""
     try:
-        report = json.loads(result.stdout)
+        report = json.loads(text)
         scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-        times = [b["real_time"] * scale[b["time_unit"]] for b in report["benchmarks"]
-                 if b.get("run_type") == "iteration"]
-    except (ValueError, KeyError) as error:
-        return BenchmarkResult(False, f"unreadable iree-benchmark-module output ({error})")
+        rows = report["benchmarks"]
+        times = [b["real_time"] * scale[b["time_unit"]] for b in rows
+                 if b.get("run_type") == "iteration" and "/process_time/" in b["name"]]
+        dispatch = [b["real_time"] * scale[b["time_unit"]] for b in rows if "calls" in b]
+    except (ValueError, KeyError, TypeError) as error:
+        return Sample(False, f"unreadable iree-benchmark-module output ({error})"), None
     if not times or min(times) <= 0:
-        return BenchmarkResult(False, "iree-benchmark-module reported no time")
-    return BenchmarkResult(True, times_ms=times)
+        return Sample(False, "iree-benchmark-module reported no time"), None
+    return Sample(True, ms=times[0]), (Sample(True, ms=sum(dispatch)) if dispatch else None)
 
 
 def cpu_model() -> str:

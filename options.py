@@ -43,6 +43,28 @@ def parse_positive(text: str, minimum: int = 1) -> int:
     return value
 
 
+def parse_seconds(text: str) -> float:
+    """A positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
+    return value
+
+
+def parse_fraction(text: str) -> float:
+    """A fraction in (0, 1): `0.02`, or `2%`."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a fraction (0.02 or 2%)") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must lie between 0 and 1 (0.02 or 2%)")
+    return value
+
+
 def parse_sizes(text: str, minimum: int = 1) -> list[int]:
     """`768`, `64,128,256` or `start:end:step` (end included when the steps land on it)."""
     values: list[int] = []
@@ -121,6 +143,16 @@ def script_parser(description: str, target_recorded: bool) -> ArgumentParser:
     add_dispatches(parser)
     add_target(parser, recorded=target_recorded)
     return parser
+
+
+def add_protocol(parser: argparse.ArgumentParser, precision: float, time_budget: float) -> None:
+    """When interleaved timing rounds stop (measurement.Protocol's defaults passed in)."""
+    parser.add_argument("--precision", type=parse_fraction, default=precision, metavar="FRACTION",
+                        help="measure in rounds until each speedup interval's half-width is below "
+                             f"this fraction of the speedup (default: {precision:g})")
+    parser.add_argument("--time-budget", type=parse_seconds, default=time_budget,
+                        metavar="SECONDS", help="seconds of rounds (per operation) before stopping "
+                                                f"short of --precision (default: {time_budget:g})")
 
 
 def add_generated_dir(parser: argparse.ArgumentParser) -> None:

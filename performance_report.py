@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+import stats
 from library import UserError
+from measurement import Outcome
+from stats import CONFIDENCE, MIN_EFFECT, NO_ESTIMATE, Estimate
 
 PROVIDER_IREE = "IREE Codegen"
 PROVIDER_NUMPY = "numpy"
@@ -18,8 +21,9 @@ SEPARATOR = "-" * 64
 COLUMNS = [
     "Dispatch", "Provider", "Operation", "Configuration", "op_kind", "m", "n", "k", "batch_count",
     "lhs", "rhs", "result", "split_k_mode", "split_k_slices", "bytes", "flops", "Verification",
-    "Config applied", "Runtime(ms)", "GFLOPs", "GB/s", "cv", "repetitions", "max_abs_error",
-    "Reason", "compile log", "compile time(s)", "vmfb bytes", "target", "vector bytes",
+    "Config applied", "Runtime(ms)", "ci_low", "ci_high", "speedup", "speedup_ci_low",
+    "speedup_ci_high", "precision_reached", "drift", "GFLOPs", "GB/s", "cv", "repetitions",
+    "max_abs_error", "Reason", "compile log", "compile time(s)", "vmfb bytes", "target", "vector bytes",
     "cpu features", "runtime device", "cpu model", "threads", "compile flags", "IREE version",
     "timestamp",
 ]
@@ -37,13 +41,27 @@ class PerformanceResult:
     provider: str = PROVIDER_IREE
     verification: str = "Not verified"  # SUCCESS / FAILED / ERROR / Not verified
     config_applied: str = "n.a."
-    runtime_ms: float = math.nan
-    cv: float = math.nan
-    repetitions: int = 0
+    runtime: Estimate = NO_ESTIMATE  # ms per computation
+    speedup: Estimate | None = None  # over IREE's default, from the same rounds
+    precision_reached: str = ""  # yes / no, empty when not timed
+    drift: str = ""  # no / re-measured / yes
+    samples: list[float] = field(default_factory=list)  # ms per round, paired across the operation
     max_abs_error: float = math.nan
     reason: str = ""
     target_summary: str = ""  # `llvm-cpu:znver3, x86_64, 32-byte vectors (avx avx2 f16c fma)`
     environment: dict = field(default_factory=dict)  # target, compile time, versions, tags...
+
+    @property
+    def runtime_ms(self) -> float:
+        return self.runtime.median
+
+    def set_timing(self, outcome: Outcome, drift: str) -> None:
+        if outcome.reason:
+            self.reason = outcome.reason
+            return
+        self.runtime, self.speedup, self.drift = outcome.runtime, outcome.speedup, drift
+        self.samples = outcome.samples
+        self.precision_reached = "yes" if outcome.precision_reached else "no"
 
     @property
     def gflops(self) -> float:
@@ -58,13 +76,19 @@ class PerformanceResult:
         return self.verification in ("FAILED", "ERROR") or bool(self.reason)
 
     def row(self) -> dict:
+        speedup = self.speedup or NO_ESTIMATE
         row = {
             "Dispatch": self.dispatch, "Provider": self.provider, "Operation": self.operation,
             "Configuration": self.configuration, **self.operation_fields, "bytes": self.bytes,
             "flops": self.flops, "Verification": self.verification,
-            "Config applied": self.config_applied, "Runtime(ms)": _round(self.runtime_ms, 6),
-            "GFLOPs": _round(self.gflops, 3), "GB/s": _round(self.gbps, 3), "cv": _round(self.cv, 4),
-            "repetitions": self.repetitions, "max_abs_error": self.max_abs_error,
+            "Config applied": self.config_applied, "Runtime(ms)": _round(self.runtime.median, 6),
+            "ci_low": _round(self.runtime.low, 6), "ci_high": _round(self.runtime.high, 6),
+            "speedup": _round(speedup.median, 4), "speedup_ci_low": _round(speedup.low, 4),
+            "speedup_ci_high": _round(speedup.high, 4),
+            "precision_reached": self.precision_reached, "drift": self.drift,
+            "GFLOPs": _round(self.gflops, 3), "GB/s": _round(self.gbps, 3),
+            "cv": _round(self.runtime.cv, 4), "repetitions": self.runtime.n,
+            "max_abs_error": self.max_abs_error,
             "Reason": self.reason,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
@@ -85,10 +109,17 @@ class PerformanceResult:
             f"Config applied: {self.config_applied}" + (
                 "  (IREE ignored the requested configuration: this times its own)"
                 if self.config_applied == "no" else ""),
-            f"Runtime(ms)   : {_format(self.runtime_ms, '.3f')}"
-            + (f"  (median of {self.repetitions}, cv {self.cv:.1%})" if self.repetitions else ""),
+            f"Runtime(ms)   : {_format(self.runtime.median, '.3f')}" + (
+                f"  {self.runtime.interval()} (median of {self.runtime.n} rounds, "
+                f"{CONFIDENCE:.0%} interval; cv {self.runtime.cv:.1%})" if self.runtime.n else ""),
             f"GFLOPs        : {_format(self.gflops, '.2f')}",
         ]
+        if self.speedup is not None:
+            lines.append(f"Speedup       : {self.speedup.median:.3f}x {self.speedup.interval()} "
+                         "over default, same rounds")
+        if self.precision_reached == "no" or self.drift not in ("", "no"):
+            lines.append(f"Measurement   : precision reached {self.precision_reached}, "
+                         f"drift {self.drift}")
         if self.reason:
             lines.append(f"Reason        : {self.reason}")
         return "\n".join(lines)
@@ -141,11 +172,12 @@ class CsvReport:
         frame.to_csv(self.path, mode="a", header=False, index=False)
 
 
-def summary(results: list[PerformanceResult]) -> str:
-    """Per operation: the best verified IREE configuration, its speedup over IREE's default, and
-    numpy when it was profiled.
+def summary(results: list[PerformanceResult], min_effect: float = MIN_EFFECT) -> str:
+    """Per operation: the fastest verified IREE configuration, named as the best only when it is
+    significantly faster than the runner-up, its speedup over IREE's default, and numpy.
 
-    A configuration IREE did not apply is no candidate: its time is that of another config."""
+    Ratios come from samples of the same rounds. A configuration IREE did not apply is no
+    candidate: its time is that of another config."""
     lines = []
     by_operation: dict[str, list[PerformanceResult]] = {}
     for result in results:
@@ -153,20 +185,33 @@ def summary(results: list[PerformanceResult]) -> str:
     for operation, rows in by_operation.items():
         timed = [r for r in rows if r.runtime_ms > 0 and r.config_applied != "no"
                  and r.verification in ("SUCCESS", "Not verified")]
-        iree = [r for r in timed if r.provider == PROVIDER_IREE]
+        iree = sorted((r for r in timed if r.provider == PROVIDER_IREE), key=lambda r: r.runtime_ms)
         numpy = next((r for r in timed if r.provider == PROVIDER_NUMPY), None)
         if not iree:
             line = f"{operation}: no IREE configuration timed"
         else:
-            best = min(iree, key=lambda r: r.runtime_ms)
-            default = next((r for r in iree if r.configuration == "default"), None)
-            speedup = (f"{default.runtime_ms / best.runtime_ms:.2f}x vs default ({default.runtime_ms:.3f} ms)"
-                       if default else "default not timed")
-            line = (f"{operation}: best {best.configuration} {best.runtime_ms:.3f} ms, "
-                    f"{best.gflops:.1f} GFLOP/s, {speedup}")
-            if numpy:
-                line += f"; best IREE / numpy {numpy.runtime_ms / best.runtime_ms:.2f}x"
+            best = iree[0]
+            line = (f"{operation}: fastest {best.configuration} {best.runtime_ms:.3f} ms "
+                    f"{best.runtime.interval()}, {best.gflops:.1f} GFLOP/s")
+            if best.speedup is not None:
+                line += f", {best.speedup.median:.2f}x {best.speedup.interval('.2f')} vs default"
+            tied = [r.configuration for r in iree[1:] if _paired(r, best)
+                    and not stats.significant(stats.speedup(r.samples, best.samples), min_effect)]
+            if len(iree) > 1 and tied:
+                line += f"; tied with {', '.join(tied)} (no significant difference)"
+            elif len(iree) > 1 and _paired(iree[1], best):
+                ratio = stats.speedup(iree[1].samples, best.samples)
+                line += (f"; best: faster than runner-up {iree[1].configuration} by "
+                         f"{ratio.median:.2f}x {ratio.interval('.2f')}")
+            if numpy and _paired(numpy, best):
+                ratio = stats.speedup(numpy.samples, best.samples)
+                line += f"; best IREE / numpy {ratio.median:.2f}x {ratio.interval('.2f')}"
         if numpy:
             line += f"; numpy {numpy.runtime_ms:.3f} ms, {numpy.gflops:.1f} GFLOP/s"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _paired(a: PerformanceResult, b: PerformanceResult) -> bool:
+    """Samples from the same rounds (a resumed run may have measured them apart)."""
+    return len(a.samples) == len(b.samples) > 0

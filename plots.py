@@ -19,12 +19,18 @@ def configuration_plot(operation: str, results: list[PerformanceResult], path: P
     figure, axis = plt.subplots(figsize=(9, 0.35 * len(iree) + 1.8))
     colours = ["tab:orange" if r.configuration == "default"
                else "tab:gray" if r.config_applied == "no" else "tab:blue" for r in iree]
-    axis.barh([r.configuration for r in iree], [r.gflops for r in iree], color=colours)
+    # GFLOP/s interval from the runtime interval (a slower bound is a lower throughput)
+    errors = [[max(r.gflops - r.flops / (r.runtime.high * 1e6), 0) if r.runtime.high > 0 else 0
+               for r in iree],
+              [max(r.flops / (r.runtime.low * 1e6) - r.gflops, 0) if r.runtime.low > 0 else 0
+               for r in iree]]
+    axis.barh([r.configuration for r in iree], [r.gflops for r in iree], color=colours,
+              xerr=errors, capsize=2, error_kw={"elinewidth": 0.8})
     for r in numpy:
         axis.axvline(r.gflops, color="tab:green", linestyle="--", label=f"numpy {r.gflops:.1f}")
     if numpy:
         axis.legend(loc="lower right")
-    axis.set_xlabel("GFLOP/s (orange: IREE default; gray: config not applied)")
+    axis.set_xlabel("GFLOP/s with 95% interval (orange: IREE default; gray: config not applied)")
     axis.set_title(operation, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -52,6 +58,25 @@ def roofline_plot(results: list[PerformanceResult], peak: dict, path: Path) -> N
     axis.set_title("roofline of all dispatches")
     axis.legend(fontsize=8)
     axis.grid(True, which="both", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def speedup_plot(comparisons: list[dict], path: Path, title: str) -> None:
+    """Bars of old/new speedup per dispatch with their intervals; regressions in red."""
+    rows = sorted(comparisons, key=lambda c: c["speedup"])
+    figure, axis = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.8))
+    colours = ["tab:red" if c["flag"] == "REGRESSION" else "tab:green" if c["flag"] else "tab:gray"
+               for c in rows]
+    low = [max(c["speedup"] - c["ci_low"], 0) if c["ci_low"] == c["ci_low"] else 0 for c in rows]
+    high = [max(c["ci_high"] - c["speedup"], 0) if c["ci_high"] == c["ci_high"] else 0 for c in rows]
+    axis.barh([c["dispatch"] for c in rows], [c["speedup"] for c in rows], color=colours,
+              xerr=[low, high], capsize=2, error_kw={"elinewidth": 0.8})
+    axis.axvline(1.0, color="black", linewidth=0.8)
+    axis.set_xlabel("speedup old/new with interval (red: regression, green: improvement)")
+    axis.set_title(title, fontsize=9)
+    axis.tick_params(axis="y", labelsize=6)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Verify compiled dispatches against a numpy reference and time them with iree-benchmark-module.
 
-Prints a report block per dispatch, appends a CSV row per dispatch as it finishes, and ends with
-the best configuration per operation. Exit status: 0 all ran (and verified), 1 any FAILED/ERROR,
-2 a user error.
+An operation's configurations (and numpy) are timed in interleaved rounds until each speedup over
+default is known to --precision or --time-budget runs out. Prints a report block per dispatch
+with its 95% interval, appends CSV rows as each operation finishes, and ends with the best
+configuration per operation where it is significantly the best. Exit status: 0 all ran (and
+verified), 1 any FAILED/ERROR, 2 a user error.
 """
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ from typing import Sequence
 import options
 import numpy as np
 
-from baselines import machine_peak, time_numpy
-from launchers import (BenchmarkResult, CompileRecord, IreeTools, benchmark_command,
-                       benchmark_module, check_runnable, cpu_model, run_module, runtime_threads)
+from baselines import NumpyKernel, machine_peak
+from launchers import (Benchmark, CompileRecord, IreeTools, check_runnable, cpu_model,
+                       run_module, runtime_threads)
 from library import Device, Target, UserError
 from manifest import Dispatch, Manifest, select
+from measurement import Candidate, Protocol, measure
 from performance_report import (PROVIDER_IREE, PROVIDER_NUMPY, CsvReport, PerformanceResult,
                                 summary)
 from plots import write_plots
@@ -53,11 +56,14 @@ def parser() -> options.ArgumentParser:
                    help="extra CSV columns, e.g. machine:laptop,run:3")
     p.add_argument("--dry-run", type=options.parse_bool, nargs="?", const=True, default=False,
                    metavar="BOOL", help="print what would run, run nothing, write nothing")
-    p.add_argument("--benchmark-repetitions", type=options.parse_positive, default=5, metavar="N",
-                   help="timed repetitions per dispatch; the median is reported (default: 5)")
-    p.add_argument("--benchmark-min-time", type=float, default=0.1, metavar="SECONDS",
-                   help="minimum time of each repetition (default: 0.1)")
-    p.add_argument("--run-timeout", type=float, default=120.0, metavar="SECONDS",
+    options.add_protocol(p, Protocol.precision, Protocol.time_budget)
+    p.add_argument("--benchmark-repetitions", type=options.parse_positive,
+                   default=Protocol.min_rounds, metavar="N",
+                   help="at least N interleaved rounds per operation (default: 6)")
+    p.add_argument("--benchmark-min-time", type=options.parse_seconds,
+                   default=Protocol.seconds_per_sample, metavar="SECONDS",
+                   help="timed work per configuration per round (default: 0.05)")
+    p.add_argument("--run-timeout", type=options.parse_seconds, default=120.0, metavar="SECONDS",
                    help="limit for one verification run or benchmark (default: 120)")
     p.add_argument("--providers", type=parse_providers, default=[PROVIDER_IREE], metavar="NAME,...",
                    help="iree (the dispatches) and/or numpy (numpy/OpenBLAS on the same problem, "
@@ -74,13 +80,16 @@ def parse_providers(text: str) -> list[str]:
 
 
 class Profiler:
-    """Verifies and times dispatches of one manifest with fixed settings."""
+    """Verifies and times the dispatches of one manifest, operation by operation."""
 
     def __init__(self, args, manifest: Manifest, target: Target, tools: IreeTools):
         self.args = args
         self.manifest = manifest
         self.device = options.runtime_device(args, target)
         self.tools = tools
+        self.protocol = Protocol(precision=args.precision, time_budget=args.time_budget,
+                                 seconds_per_sample=args.benchmark_min_time,
+                                 min_rounds=args.benchmark_repetitions)
         cpu = target.cpu_target
         self.environment = {
             "target": target.name, "runtime device": self.device, "cpu model": cpu_model(),
@@ -89,14 +98,6 @@ class Profiler:
             "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
         }
         self.target_summary = f"{target.device.value}:{cpu.summary}" if cpu else target.name
-        self._cache: ReferenceCache | None = None
-
-    def cache(self, operation) -> ReferenceCache:
-        """The operation's inputs and expected result, shared by its configurations. Work comes
-        operation by operation, so only the current one is kept in memory."""
-        if self._cache is None or self._cache.operation != operation:
-            self._cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
-        return self._cache
 
     def result_for(self, operation, configuration: str, provider: str = PROVIDER_IREE) -> PerformanceResult:
         return PerformanceResult(
@@ -106,58 +107,75 @@ class Profiler:
             bytes=operation.bytes, provider=provider, target_summary=self.target_summary,
             environment=dict(self.environment))
 
-    def profile_numpy(self, operation) -> PerformanceResult:
+    def profile_operation(self, operation, dispatches: list[Dispatch],
+                          with_numpy: bool) -> list[PerformanceResult]:
+        """Verify each configuration, then time the verified ones (and numpy) in interleaved
+        rounds, so that their speedups over default come from the same machine state."""
+        cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
+        results, candidates = [], []
+        for dispatch in dispatches:
+            result, benchmark = self.prepare(dispatch, cache)
+            results.append(result)
+            if benchmark is not None:
+                candidates.append(Candidate(result.configuration, benchmark.sample))
+        if with_numpy:
+            result, kernel = self.prepare_numpy(operation, cache)
+            results.append(result)
+            candidates.append(Candidate(result.configuration, kernel.sample))
+        if self.args.profiling_enabled and candidates:
+            measured = measure(candidates, "default", self.protocol)
+            for result in results:
+                if result.configuration in measured.outcomes:
+                    result.set_timing(measured.outcomes[result.configuration], measured.drift)
+        return results
+
+    def prepare_numpy(self, operation, cache: ReferenceCache) -> tuple[PerformanceResult, NumpyKernel]:
         """numpy/OpenBLAS on the same inputs: its own row, verified like a dispatch."""
         result = self.result_for(operation, "numpy", PROVIDER_NUMPY)
-        result.environment.update({"target": f"numpy {np.__version__}", "IREE version": "",
+        kernel = NumpyKernel(operation, cache.load_inputs())
+        result.environment.update({"target": kernel.description, "IREE version": "",
                                    "vector bytes": "N/A", "cpu features": "N/A"})
-        result.target_summary = f"numpy {np.__version__} on this machine"
-        cache = self.cache(operation)
-        repetitions = self.args.benchmark_repetitions if self.args.profiling_enabled else 0
-        timing, value = time_numpy(operation, cache.load_inputs(), repetitions,
-                                   self.args.benchmark_min_time)
+        result.target_summary = kernel.description
         if self.args.verification_enabled:
-            self.check(operation, value, cache, result)
-        if self.args.profiling_enabled:
-            self.record_timing(result, timing)
-        return result
+            self.check(operation, kernel.result, cache, result)
+        return result, kernel
 
-    def profile(self, dispatch: Dispatch) -> PerformanceResult:
+    def prepare(self, dispatch: Dispatch,
+                cache: ReferenceCache) -> tuple[PerformanceResult, Benchmark | None]:
+        """The dispatch's row so far, and its benchmark when it is fit to be timed."""
         result = self.result_for(dispatch.operation, dispatch.configuration.name)
         paths = self.manifest.paths(dispatch)
         record = CompileRecord.load(paths.compile_record)
         result.environment["compile log"] = str(paths.compile_log)
         if record is None:
             result.verification, result.reason = "ERROR", "not compiled (run compile.py)"
-            return result
+            return result, None
         result.environment.update({"compile time(s)": record.compile_seconds,
                                    "vmfb bytes": record.vmfb_bytes,
                                    "compile flags": shlex.join(record.flags)})
         result.config_applied = record.config_applied
         if record.status != "ok":
             result.verification, result.reason = "ERROR", record.reason
-            return result
-        cache = self.cache(dispatch.operation)
+            return result, None
         inputs = cache.ensure_inputs()
         if self.args.verification_enabled:
             self.verify(dispatch, paths.verify_vmfb, cache, result)
             if result.verification != "SUCCESS":
-                return result  # a wrong or crashing dispatch is not worth timing
-        if self.args.profiling_enabled and not record.profile_built:
+                return result, None  # a wrong or crashing dispatch is not worth timing
+        if not self.args.profiling_enabled:
+            return result, None
+        if not record.profile_built:
             result.reason = "no profile build (compiled with --verify-only)"
-        elif self.args.profiling_enabled:
-            command = benchmark_command(self.tools, paths.profile_vmfb, dispatch.name, self.device,
-                                        inputs, record.repeat_count,
-                                        self.args.benchmark_repetitions, self.args.benchmark_min_time)
-            timing = benchmark_module(command, self.args.run_timeout)
-            self.record_timing(result, timing)
-        return result
+            return result, None
+        return result, Benchmark(self.tools, paths.profile_vmfb, dispatch.name, self.device,
+                                 [b.flag for b in inputs], record.repeat_count,
+                                 timeout=self.args.run_timeout, dispatch_statistics=True)
 
     def verify(self, dispatch: Dispatch, vmfb: Path, cache: ReferenceCache,
                result: PerformanceResult) -> None:
         output = cache.folder / f"result_{dispatch.configuration.name}.bin"
-        run = run_module(self.tools, vmfb, dispatch.name, self.device, cache.buffers, output,
-                         self.args.run_timeout)
+        run = run_module(self.tools, vmfb, dispatch.name, self.device,
+                         [b.flag for b in cache.buffers], [output], self.args.run_timeout)
         if not run.ok:
             result.verification, result.reason = "ERROR", run.reason
             return
@@ -177,13 +195,6 @@ class Profiler:
         result.verification = "SUCCESS" if check.passed else "FAILED"
         if not check.passed:
             result.reason = check.detail
-
-    @staticmethod
-    def record_timing(result: PerformanceResult, timing: BenchmarkResult) -> None:
-        if not timing.ok:
-            result.reason = timing.reason
-            return
-        result.runtime_ms, result.cv, result.repetitions = timing.median_ms, timing.cv, len(timing.times_ms)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -219,24 +230,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         dispatches = [d for d in dispatches if d.name not in done]
         print(f"Resuming: {len(done)} dispatches already in {args.output}, {len(dispatches)} to go")
 
-    # Work in operation order: each operation's dispatches, then its numpy row.
-    jobs: dict[str, list] = {}
+    # Work operation by operation: its dispatches and its numpy row share the rounds.
+    jobs: dict = {operation: [] for operation in dict.fromkeys(d.operation for d in all_selected)}
     for dispatch in dispatches if PROVIDER_IREE in args.providers else []:
-        jobs.setdefault(dispatch.operation.name, []).append(dispatch)
-    if PROVIDER_NUMPY in args.providers:
-        for operation in dict.fromkeys(d.operation for d in all_selected):
-            if f"{operation.name}_numpy" not in done:
-                jobs.setdefault(operation.name, []).append(operation)
-    work = [job for queue in jobs.values() for job in queue]
+        jobs[dispatch.operation].append(dispatch)
+    numpy_for = {operation for operation in jobs if PROVIDER_NUMPY in args.providers
+                 and f"{operation.name}_numpy" not in done}
+    jobs = {op: queue for op, queue in jobs.items() if queue or op in numpy_for}
 
     results = []
-    progress = Progress(len(work), "dispatches profiled")
-    for job in work:
-        result = profiler.profile(job) if isinstance(job, Dispatch) else profiler.profile_numpy(job)
-        results.append(result)
-        report.append(result)
-        progress.message(result.block())
-        progress.advance()
+    progress = Progress(sum(len(q) + (op in numpy_for) for op, q in jobs.items()),
+                        "dispatches profiled")
+    for operation, queue in jobs.items():
+        for result in profiler.profile_operation(operation, queue, operation in numpy_for):
+            results.append(result)
+            report.append(result)
+            progress.message(result.block())
+            progress.advance()
     print("-" * 64)
     if results:
         print(summary(results))

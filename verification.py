@@ -100,3 +100,37 @@ class ReferenceCache:
     def read_result(self, path: Path) -> np.ndarray:
         shape, dtype = self.operation.output
         return np.fromfile(path, dtype=dtype.numpy).reshape(shape)
+
+
+# Relative tolerance per float type for outputs of models compiled two ways (unknown reduction
+# lengths, arbitrary inputs): reordered f32 sums differ by ~1e-6, inputs demoted to bf16 by ~1e-3.
+AGREEMENT_RTOL = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+@dataclass
+class Agreement:
+    max_abs: float
+    max_rel: float
+    mismatches: int  # elements beyond the tolerance
+    worst_index: tuple[int, ...]  # where the largest difference sits
+    ok: bool
+
+
+def agreement(got: np.ndarray, expected: np.ndarray) -> Agreement:
+    """How far `got` is from `expected`: integers must match exactly, floats within
+    AGREEMENT_RTOL of their type times (|expected| + the output's RMS)."""
+    if got.shape != expected.shape:
+        return Agreement(np.inf, np.inf, int(expected.size), (), False)
+    a, b = got.astype(np.float64), expected.astype(np.float64)
+    error = np.abs(a - b)
+    error[np.isnan(a) != np.isnan(b)] = np.inf
+    error[np.isnan(a) & np.isnan(b)] = 0.0
+    rtol = AGREEMENT_RTOL.get(np.dtype(expected.dtype).name, 0.0)
+    scale = float(np.sqrt(np.nanmean(b * b))) if b.size else 0.0
+    allowed = rtol * (np.abs(b) + scale)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape) if error.size else ()
+    return Agreement(float(error.max(initial=0.0)),
+                     # relative to |expected|, floored where it crosses zero
+                     float((error / np.maximum(np.abs(b), 1e-3 * scale or 1.0)).max(initial=0.0)),
+                     int(np.count_nonzero(error > allowed)), tuple(int(i) for i in worst),
+                     bool(np.all(error <= allowed)))

@@ -70,5 +70,5 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
               f"{(tiles.max() if len(tiles) else np.nan) / default:9.2f} {best / default:8.2f} "
               f"{best / numpy:10.2f}  {iree.idxmax() if len(iree) else 'none'}")
     bad = int((data["Verification"] != "SUCCESS").sum())
-    print(f"(GFLOP/s, median of {repetitions}; dt+ukr = default_data_tiling; rows not verified "
+    print(f"(GFLOP/s, median of >= {repetitions} interleaved rounds; dt+ukr = default_data_tiling; rows not verified "
           f"SUCCESS: {bad} of {len(data)})")

@@ -20,6 +20,10 @@ NEON = CpuTarget("neoverse-n1", "+neon,+fullfp16,+dotprod", "aarch64-unknown-lin
                  "aarch64", 16, 1 << 20)
 
 
+# Profiler settings for tests: three short rounds (enough for an interval), whatever the precision.
+FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget=1"]
+
+
 def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)

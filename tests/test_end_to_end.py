@@ -10,10 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import run_script
+from conftest import FAST, run_script
 from performance_report import COLUMNS
 
-FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=2"]
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 CPUS = ["host"] + (["haswell"] if X86 else [])
 
@@ -49,6 +48,12 @@ def test_every_dispatch_verifies_and_is_timed(sweep):
     assert len(data) == expected == data["Dispatch"].nunique()
     assert (data["Verification"] == "SUCCESS").all()
     assert (data["Runtime(ms)"] > 0).all() and (data["GFLOPs"] > 0).all()
+    assert (data["ci_low"] <= data["Runtime(ms)"]).all() and (data["Runtime(ms)"] <= data["ci_high"]).all()
+    others = data[data["Configuration"] != "default"]  # speedups are over default, same rounds
+    assert (others["speedup_ci_low"] <= others["speedup"]).all() and others["speedup"].notna().all()
+    assert data[data["Configuration"] == "default"]["speedup"].isna().all()
+    assert set(data["drift"]) <= {"no", "re-measured", "yes"}
+    assert set(data["precision_reached"]) <= {"yes", "no"}
     assert set(COLUMNS) <= set(data.columns)
     assert {"matmul_1x131x1_f32t_f32t_f32t", "matmul_67x131x64_bf16t_bf16n_f32t"} <= set(data["Operation"])
     cpu = manifest["target"]["cpu_target"]
@@ -71,7 +76,11 @@ def test_report_blocks_and_summary(sweep):
     assert re.search(r"Target        : llvm-cpu:\S+, \w+, \d+-byte vectors \(", out)
     assert "Provider      : IREE Codegen" in out
     assert "Arguments     : --batch_count=1 --m=67 --n=131 --k=64" in out
-    assert "matmul_67x131x64_f32t_f32t_f32t: best " in out and "x vs default" in out
+    # the fastest is named best only when significantly faster than the runner-up
+    assert re.search(r"matmul_67x131x64_f32t_f32t_f32t: fastest \S+ [\d.]+ ms \[[\d.]+, [\d.]+\], "
+                     r".*x \[[\d.]+, [\d.]+\] vs default; (tied with|best: faster than runner-up)", out)
+    assert re.search(r"Runtime\(ms\)   : [\d.]+  \[[\d.]+, [\d.]+\] \(median of \d+ rounds", out)
+    assert re.search(r"Speedup       : [\d.]+x \[[\d.]+, [\d.]+\] over default", out)
     lines = out.strip().splitlines()  # the run ends with the count, then where the CSV is
     assert re.fullmatch(r"\d+ dispatches: \d+ ok, 0 FAILED/ERROR", lines[-2])
     assert lines[-1] == f"Performance report: {sweep[3]}"

@@ -5,12 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import run_script
+from conftest import FAST, run_script
 from conv import LAYOUTS, Conv2dOperation
 from library import DataType
 from manifest import Manifest
-
-FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=2"]
 
 
 def default_and_first_tile(gen) -> str:

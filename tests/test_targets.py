@@ -5,7 +5,7 @@ import platform
 
 import pytest
 
-from conftest import run_script
+from conftest import FAST, run_script
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 CROSS_TARGETS = {
@@ -93,8 +93,7 @@ def test_avx512_code_on_a_machine_without_it_is_refused_and_haswell_code_runs_an
                           "--problem-n=8", "--problem-k=8", "--data-types=f32",
                           "--dispatches=_default$").returncode == 0
         assert run_script("compile.py", "--generated-dir", gen).returncode == 0
-        result = run_script("profiler.py", "--generated-dir", gen, "--benchmark-min-time=0.01",
-                            "--benchmark-repetitions=1")
+        result = run_script("profiler.py", "--generated-dir", gen, *FAST)
         if cpu == "skylake-avx512" and "+avx512f" not in features:
             assert result.returncode == 2 and "lacks avx512" in result.stderr
         else:

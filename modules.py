@@ -1,0 +1,146 @@
+"""A user's MLIR module as the tools see it: its public functions and their tensor signatures."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from library import UserError
+
+# MLIR element type -> numpy dtype (bf16 through ml_dtypes)
+ELEMENT_TYPES = {
+    "f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16), "i64": np.dtype(np.int64), "i32": np.dtype(np.int32),
+    "i16": np.dtype(np.int16), "i8": np.dtype(np.int8), "i1": np.dtype(np.bool_),
+}
+FUNCTION_OPS = ("func.func", "util.func")
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple[int | None, ...]  # None: a dynamic dimension
+    element_type: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        return ELEMENT_TYPES[self.element_type]
+
+    @property
+    def static(self) -> bool:
+        return None not in self.shape
+
+    def __str__(self) -> str:
+        dims = "x".join("?" if d is None else str(d) for d in self.shape)
+        return f"{dims}x{self.element_type}" if dims else self.element_type
+
+    def matches(self, array: np.ndarray) -> bool:
+        return (array.dtype == self.dtype and len(array.shape) == len(self.shape)
+                and all(d is None or d == a for d, a in zip(self.shape, array.shape)))
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    arguments: tuple[TensorType, ...]
+    results: tuple[TensorType, ...]
+
+
+def signatures(path: Path) -> list[Signature]:
+    """Public functions of the module in `path`; arguments and results must be tensors of the
+    types in ELEMENT_TYPES (what numpy inputs can feed)."""
+    from iree.compiler import ir
+
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        try:
+            module = ir.Module.parse(text, context)
+        except ir.MLIRError as error:
+            first = str(error).splitlines()[1:2] or [str(error)]
+            raise UserError(f"{path} is not a valid MLIR module: {first[0].strip()}") from None
+        found = []
+        for op in module.body.operations:
+            if op.operation.name not in FUNCTION_OPS:
+                continue
+            attributes = op.operation.attributes
+            if "sym_visibility" in attributes and str(attributes["sym_visibility"]) == '"private"':
+                continue
+            name = ir.StringAttr(attributes["sym_name"]).value
+            kind = ir.FunctionType(ir.TypeAttr(attributes["function_type"]).value)
+            found.append(Signature(name, tuple(_tensor(t, name) for t in kind.inputs),
+                                   tuple(_tensor(t, name) for t in kind.results)))
+    return found
+
+
+def _tensor(kind, function: str) -> TensorType:
+    from iree.compiler import ir
+
+    if not isinstance(kind, ir.RankedTensorType):  # the bindings give the concrete type
+        raise UserError(f"function {function}: type {kind} is not a ranked tensor; "
+                        "only tensor arguments and results are supported")
+    tensor = kind
+    element = str(tensor.element_type)
+    if element not in ELEMENT_TYPES:
+        raise UserError(f"function {function}: element type {element} is not supported "
+                        f"({', '.join(ELEMENT_TYPES)})")
+    shape = tuple(None if tensor.is_dynamic_dim(i) else tensor.get_dim_size(i)
+                  for i in range(tensor.rank))
+    return TensorType(shape, element)
+
+
+def find_function(path: Path, name: str | None) -> Signature:
+    """The function `name`, or the module's only public function."""
+    found = signatures(path)
+    names = [s.name for s in found]
+    if name is None:
+        if len(found) != 1:
+            raise UserError(f"{path} has {len(found)} public functions "
+                            f"({', '.join(names) or 'none'}); choose one with --function")
+        return found[0]
+    for signature in found:
+        if signature.name == name:
+            return signature
+    raise UserError(f"{path} has no public function {name} (it has: {', '.join(names) or 'none'})")
+
+
+def random_inputs(signature: Signature, seed: int) -> list[np.ndarray]:
+    """numpy.random.rand cast to each argument's type (integers: uniform in [-4, 4], which
+    rand's [0, 1) would turn into zeros)."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for argument in signature.arguments:
+        if not argument.static:
+            raise UserError(f"argument {argument} of {signature.name} has a dynamic shape: give "
+                            "--inputs instead of --random-inputs")
+        if np.issubdtype(argument.dtype, np.integer):
+            arrays.append(rng.integers(-4, 5, size=argument.shape).astype(argument.dtype))
+        elif argument.dtype == np.bool_:
+            arrays.append(rng.random(argument.shape) < 0.5)
+        else:
+            arrays.append(rng.random(argument.shape).astype(argument.dtype))
+    return arrays
+
+
+def load_inputs(paths: list[Path], signature: Signature) -> list[np.ndarray]:
+    """`.npy` inputs, checked against the function's arguments."""
+    if len(paths) != len(signature.arguments):
+        raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs, "
+                        f"--inputs gives {len(paths)}")
+    arrays = []
+    for i, (path, argument) in enumerate(zip(paths, signature.arguments)):
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise UserError(f"cannot read input {path}: {error}") from None
+        if array.dtype.kind == "V" and array.dtype.itemsize == 2 and argument.element_type == "bf16":
+            array = array.view(ml_dtypes.bfloat16)  # .npy stores bf16 as 2 raw bytes
+        if not argument.matches(array):
+            raise UserError(f"input {i} ({path}) is {'x'.join(map(str, array.shape))}x"
+                            f"{array.dtype.name}; {signature.name} expects {argument}")
+        arrays.append(array)
+    return arrays

@@ -1,0 +1,136 @@
+"""compare.py with the real tools: a real speedup is found, identical variants are not told
+apart, a numerics change is caught, and bad input is one line."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import run_script
+
+MATMUL = """func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> tensor<512x512xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<512x512xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<512x512xf32>) -> tensor<512x512xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<512x512xf32>, tensor<512x512xf32>)
+                     outs(%init : tensor<512x512xf32>) -> tensor<512x512xf32>
+  return %c : tensor<512x512xf32>
+}
+"""
+DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
+BF16 = ("--iree-global-opt-demote-contraction-inputs-type=bf16 "
+        "--iree-global-opt-demote-contraction-inputs-operations=all")
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    """One run, four variants: the baseline, itself again, data tiling and a bf16 demotion."""
+    folder = tmp_path_factory.mktemp("compare")
+    (folder / "mm.mlir").write_text(MATMUL)
+    result = run_script("compare.py", "--input", folder / "mm.mlir", "--variant", "base=",
+                        "--variant", "same=", "--variant", f"dt={DATA_TILING}",
+                        "--variant", f"bf16={BF16}", "--random-inputs", "7",
+                        "--output", folder / "results.json", "--time-budget", "15")
+    report = json.loads((folder / "results.json").read_text())
+    return folder, result, report
+
+
+def verdict(report, variant):
+    return next(c for c in report["comparisons"] if c["variant"] == variant)
+
+
+def test_data_tiling_is_a_significant_speedup(comparison):
+    _, result, report = comparison
+    dt = verdict(report, "dt")
+    assert dt["significant"] and dt["speedup"] > 1.2 and dt["ci_low"] > 1, result.stdout
+    assert "dt faster than base by" in result.stdout
+
+
+def test_identical_variants_show_no_significant_difference(comparison):
+    _, result, report = comparison
+    same = verdict(report, "same")
+    assert not same["significant"], result.stdout
+    assert "same vs base: no significant difference" in result.stdout
+
+
+def test_bf16_demotion_is_caught_by_the_agreement_check(comparison):
+    _, result, report = comparison
+    checks = {a["variant"]: a for a in report["agreement"]}
+    assert checks["same"]["ok"] and checks["same"]["max_abs"] == 0
+    assert checks["dt"]["ok"]
+    assert not checks["bf16"]["ok"] and checks["bf16"]["mismatches"] > 0
+    assert result.returncode == 1  # outputs disagree beyond tolerance
+
+
+def test_results_files_and_saved_random_inputs(comparison):
+    folder, result, report = comparison
+    assert [v["name"] for v in report["variants"]] == ["base", "same", "dt", "bf16"]
+    for v in report["variants"]:
+        assert v["ci_low_ms"] <= v["median_ms"] <= v["ci_high_ms"]
+    rows = pd.read_csv(folder / "results.csv")
+    assert list(rows["name"]) == ["base", "same", "dt", "bf16"]
+    inputs = [folder / "results_input0.npy", folder / "results_input1.npy"]
+    assert all(p.is_file() for p in inputs) and str(inputs[0]) in result.stdout
+    assert np.load(inputs[0]).dtype == np.float32
+
+
+def test_a_variant_that_does_not_compile_is_reported_and_the_others_compared(tmp_path):
+    (tmp_path / "mm.mlir").write_text(MATMUL)
+    np.save(tmp_path / "a.npy", np.ones((512, 512), np.float32))
+    result = run_script("compare.py", "--input", tmp_path / "mm.mlir", "--variant", "base=",
+                        "--variant", "broken=--iree-no-such-flag",
+                        "--variant", "again=", "--inputs", f"@{tmp_path}/a.npy,@{tmp_path}/a.npy",
+                        "--time-budget", "2", "--min-rounds", "3", "--work-dir", tmp_path / "work")
+    assert result.returncode == 1, result.stderr
+    assert "broken" in result.stdout and "FAILED" in result.stdout
+    assert "again vs base" in result.stdout
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--inputs", "@missing.npy,@missing.npy"], "missing.npy does not exist"),
+    (["--function", "nope", "--random-inputs", "0"], "has no public function nope"),
+    (["--inputs", "@small.npy,@small.npy"], "expects 512x512xf32"),
+    (["--random-inputs", "0", "--inputs", "@small.npy"], "not both"),
+])
+def test_user_errors_are_one_line(tmp_path, extra, message):
+    (tmp_path / "mm.mlir").write_text(MATMUL)
+    np.save(tmp_path / "small.npy", np.ones((4, 4), np.float32))
+    result = run_script("compare.py", "--input", tmp_path / "mm.mlir", "--variant", "a=",
+                        "--variant", "b=", "--work-dir", tmp_path / "work", *(e.replace("@", f"@{tmp_path}/") if e.startswith("@")
+                                             else e for e in extra))
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_csv_mode_flags_regressions_beyond_noise(tmp_path):
+    old = pd.DataFrame({"Dispatch": ["a", "b", "c"], "Runtime(ms)": [1.0, 1.0, 1.0],
+                        "ci_low": [0.98, 0.9, 0.98], "ci_high": [1.02, 1.1, 1.02]})
+    new = pd.DataFrame({"Dispatch": ["a", "b", "c"], "Runtime(ms)": [1.3, 1.05, 0.5],
+                        "ci_low": [1.27, 0.95, 0.49], "ci_high": [1.33, 1.15, 0.51]})
+    old.to_csv(tmp_path / "old.csv", index=False)
+    new.to_csv(tmp_path / "new.csv", index=False)
+    result = run_script("compare.py", "--csv", tmp_path / "old.csv", tmp_path / "new.csv",
+                        "--output", tmp_path / "csv.json", "--work-dir", tmp_path / "work")
+    assert result.returncode == 0, result.stderr
+    flags = {c["dispatch"]: c["flag"] for c in json.loads((tmp_path / "csv.json").read_text())["comparisons"]}
+    assert flags == {"a": "REGRESSION", "b": "", "c": "improved"}
+    assert "1 regressions, 1 improvements" in result.stdout
+    assert (tmp_path / "csv.png").stat().st_size > 1000
+
+
+def test_dispatch_mode_compares_configurations_of_a_generated_operation(tmp_path):
+    assert run_script("generator.py", "--generated-dir", tmp_path, "--problem-m=96",
+                      "--problem-n=64", "--problem-k=80", "--data-types=f32t_f32t_f32t").returncode == 0
+    assert run_script("compile.py", "--generated-dir", tmp_path,
+                      "--dispatches=_default$,_default_data_tiling$").returncode == 0
+    result = run_script("compare.py", "--dispatch", "matmul_96x64x80_f32t_f32t_f32t_default",
+                        "--generated-dir", tmp_path, "--time-budget", "2", "--min-rounds", "3",
+                        "--output", tmp_path / "dispatch.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "dispatch.json").read_text())
+    assert report["baseline"] == "default"
+    assert [c["variant"] for c in report["comparisons"]] == ["default_data_tiling"]
+    assert {(a["baseline"], a["variant"]) for a in report["agreement"]} == {
+        ("default", "default_data_tiling"), ("reference", "default"),
+        ("reference", "default_data_tiling")}
+    assert all(a["ok"] for a in report["agreement"])

@@ -1,0 +1,108 @@
+"""Estimates, speedups, significance and drift on synthetic samples; the protocol on fake
+candidates whose times are known."""
+import math
+
+import numpy as np
+import pytest
+
+import stats
+from launchers import Sample
+from measurement import Candidate, Protocol, measure
+
+
+def noisy(median: float, cv: float, n: int, seed: int) -> np.ndarray:
+    return median * np.exp(np.random.default_rng(seed).normal(0, cv, n))
+
+
+def test_estimate_interval_contains_median_and_narrows_with_samples():
+    few, many = stats.estimate(noisy(10, 0.05, 8, 1)), stats.estimate(noisy(10, 0.05, 200, 1))
+    for est in (few, many):
+        assert est.low < est.median < est.high
+    assert many.low < 10 < many.high
+    assert many.relative_half_width < few.relative_half_width / 2
+    assert 0.03 < many.cv < 0.07
+
+
+def test_estimate_of_too_few_or_constant_samples():
+    assert math.isnan(stats.estimate([]).median)
+    assert math.isnan(stats.estimate([1.0, 2.0]).low)  # no interval from two samples
+    constant = stats.estimate([3.0] * 5)
+    assert (constant.low, constant.median, constant.high) == (3.0, 3.0, 3.0)
+
+
+def test_paired_speedup_cancels_drift_common_to_both():
+    drift = np.linspace(1.0, 1.5, 30)  # the machine slows down by half during the rounds
+    base = 10 * drift * noisy(1, 0.01, 30, 2)
+    fast = 5 * drift * noisy(1, 0.01, 30, 3)
+    ratio = stats.speedup(base, fast)
+    assert ratio.low < 2.0 < ratio.high
+    assert ratio.relative_half_width < 0.01
+    with pytest.raises(ValueError):
+        stats.speedup(base, fast[:-1])
+
+
+@pytest.mark.parametrize("median, low, high, significant", [
+    (2.0, 1.9, 2.1, True),  # clearly faster
+    (0.5, 0.45, 0.55, True),  # clearly slower
+    (1.05, 0.98, 1.12, False),  # the interval holds 1
+    (1.02, 1.01, 1.03, False),  # real but below the minimum effect
+])
+def test_significant(median, low, high, significant):
+    ratio = stats.Estimate(median, low, high, 0.0, 10)
+    assert stats.significant(ratio, 0.03) is significant
+    assert ("no significant difference" not in stats.verdict("b", "a", ratio, 0.03)) is significant
+
+
+def test_verdict_wording():
+    assert stats.verdict("dt", "base", stats.Estimate(2.1, 1.95, 2.24, 0, 9), 0.03) == \
+        "dt faster than base by 2.10x [1.95, 2.24]"
+    assert stats.verdict("x", "base", stats.Estimate(0.5, 0.4, 0.6, 0, 9), 0.03).startswith(
+        "x slower than base by 2.00x")
+
+
+def test_drift_seen_only_when_early_and_late_rounds_separate():
+    steady = noisy(10, 0.03, 12, 4)
+    assert stats.drift(steady) == 0.0
+    stepped = np.concatenate([noisy(10, 0.02, 6, 5), noisy(14.5, 0.02, 6, 6)])
+    assert stats.drift(stepped) == pytest.approx(0.45, abs=0.05)
+    assert stats.drift(stepped[:5]) == 0.0  # too few rounds to tell
+
+
+class Fake:
+    """A candidate whose time per call follows `times` (ms), one per round."""
+
+    def __init__(self, name, times):
+        self.times = iter(times)
+        self.candidate = Candidate(name, self.sample)
+
+    def sample(self, seconds):
+        value = next(self.times)
+        return Sample(True, ms=value) if value > 0 else Sample(False, "crashed (SIGSEGV)")
+
+
+def test_protocol_stops_at_precision_and_reports_speedups():
+    base, fast = Fake("default", noisy(10, 0.01, 500, 7)), Fake("c1", noisy(5, 0.01, 500, 8))
+    result = measure([base.candidate, fast.candidate], "default",
+                     Protocol(precision=0.02, time_budget=60))
+    assert result.rounds == Protocol.min_rounds  # 1% noise: precise from the first check
+    outcome = result.outcomes["c1"]
+    assert outcome.precision_reached and outcome.speedup.low < 2.0 < outcome.speedup.high
+    assert result.drift == "no"
+
+
+def test_protocol_drops_a_failing_candidate_and_measures_the_rest():
+    good = Fake("default", [10.0] * 100)
+    bad = Fake("c1", [5.0, 5.0, -1] + [5.0] * 100)
+    result = measure([good.candidate, bad.candidate], "default", Protocol(time_budget=60))
+    assert result.outcomes["c1"].reason == "crashed (SIGSEGV)"
+    assert result.outcomes["c1"].samples == []
+    assert result.outcomes["default"].runtime.median == 10.0
+
+
+def test_protocol_answers_drift_by_measuring_again():
+    times = [10.0] * 6 + [15.0] * 200  # the machine changes state after six rounds
+    base, other = Fake("default", times), Fake("c1", [t / 2 for t in times])
+    result = measure([base.candidate, other.candidate], "default",
+                     Protocol(time_budget=60, min_rounds=12))
+    assert result.drift == "re-measured"
+    assert result.outcomes["default"].runtime.median == 15.0  # only the new state counts
