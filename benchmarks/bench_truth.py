@@ -99,7 +99,8 @@ def part_b(work: Path, tools: IreeTools, count: int) -> None:
     for _ in range(count):
         a = Benchmark(tools, paths.profile_vmfb, dispatch.name, "local-task", inputs, repeats)
         b = Benchmark(tools, paths.profile_vmfb, dispatch.name, "local-task", inputs, repeats)
-        result = measure([Candidate("A", a.sample), Candidate("A'", b.sample)], "A", Protocol())
+        result = measure([Candidate("A", a.sample), Candidate("A'", b.sample)], "A",
+                         Protocol(time_budget=8))
         ratio = result.outcomes["A'"].speedup
         ratios.append(ratio)
         significant += stats.significant(ratio, stats.MIN_EFFECT)

@@ -100,11 +100,15 @@ def test_emitted_mlir_carries_the_configuration_only_when_asked():
 
 def test_summary_never_ranks_a_configuration_iree_ignored():
     from performance_report import PerformanceResult, summary
+    from stats import Estimate
 
     def row(config, ms, applied):
-        return PerformanceResult(f"op_{config}", "op", config, "", {}, 2_000_000, 1, runtime_ms=ms,
-                                 verification="SUCCESS", config_applied=applied)
+        return PerformanceResult(f"op_{config}", "op", config, "", {}, 2_000_000, 1,
+                                 runtime=Estimate(ms, ms * 0.99, ms * 1.01, 0.01, 5),
+                                 speedup=Estimate(2.0 / ms, 1.9 / ms, 2.1 / ms, 0.01, 5),
+                                 samples=[ms] * 5, verification="SUCCESS", config_applied=applied)
 
     text = summary([row("default", 2.0, "n.a."), row("tile_a", 1.0, "no"), row("tile_b", 1.6, "yes")])
-    assert "best tile_b" in text and "1.25x vs default" in text
+    assert "fastest tile_b" in text and "1.25x [1.19, 1.31] vs default" in text
+    assert "best: faster than runner-up default by 1.25x" in text and "tile_a" not in text
     assert "ignored" in row("tile_a", 1.0, "no").block()
