@@ -86,10 +86,7 @@ def parser() -> options.ArgumentParser:
                    help="dispatches: the summed time of the module's dispatches (IREE's "
                         "--dispatch_statistics; steadier); invocation: the whole call "
                         "(default: dispatches)")
-    p.add_argument("--compile-timeout", type=options.parse_seconds, default=600.0,
-                   metavar="SECONDS", help="limit for one iree-compile (default: 600)")
-    p.add_argument("--run-timeout", type=options.parse_seconds, default=300.0, metavar="SECONDS",
-                   help="limit for one run or benchmark sample (default: 300)")
+    options.add_timeouts(p, 600.0, 300.0)
     p.add_argument("--output", type=Path, default=None, metavar="RESULTS.json",
                    help="results as JSON, and as CSV beside it (RESULTS.csv)")
     p.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
@@ -193,9 +190,7 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
             variant.reason = ran.reason
             continue
         try:
-            variant.outputs = [np.fromfile(o, dtype=t.dtype).reshape(
-                [s if s is not None else -1 for s in t.shape])
-                for o, t in zip(outputs, signature.results)]
+            variant.outputs = modules.read_outputs(outputs, signature)
         except ValueError:
             variant.reason = "an output has an unexpected size"
             continue

@@ -47,6 +47,18 @@ class Signature:
     results: tuple[TensorType, ...]
 
 
+def parse(text: str, origin: str, context):
+    """An ir.Module, or a one-line UserError naming `origin` and the first diagnostic."""
+    from iree.compiler import ir
+
+    context.allow_unregistered_dialects = True
+    try:
+        return ir.Module.parse(text, context)
+    except ir.MLIRError as error:
+        first = str(error).splitlines()[1:2] or [str(error)]
+        raise UserError(f"{origin} is not a valid MLIR module: {first[0].strip()}") from None
+
+
 def signatures(path: Path) -> list[Signature]:
     """Public functions of the module in `path`; arguments and results must be tensors of the
     types in ELEMENT_TYPES (what numpy inputs can feed)."""
@@ -57,12 +69,7 @@ def signatures(path: Path) -> list[Signature]:
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
     with ir.Context() as context:
-        context.allow_unregistered_dialects = True
-        try:
-            module = ir.Module.parse(text, context)
-        except ir.MLIRError as error:
-            first = str(error).splitlines()[1:2] or [str(error)]
-            raise UserError(f"{path} is not a valid MLIR module: {first[0].strip()}") from None
+        module = parse(text, str(path), context)
         found = []
         for op in module.body.operations:
             if op.operation.name not in FUNCTION_OPS:
@@ -144,3 +151,11 @@ def load_inputs(paths: list[Path], signature: Signature) -> list[np.ndarray]:
                             f"{array.dtype.name}; {signature.name} expects {argument}")
         arrays.append(array)
     return arrays
+
+
+def read_outputs(paths: list[Path], signature: Signature) -> list[np.ndarray]:
+    """The raw result files iree-run-module wrote (`--output=@x.bin`), as arrays; ValueError if
+    one has an unexpected size."""
+    return [np.fromfile(path, dtype=result.dtype).reshape(
+        [s if s is not None else -1 for s in result.shape])
+        for path, result in zip(paths, signature.results)]

@@ -155,6 +155,13 @@ def add_protocol(parser: argparse.ArgumentParser, precision: float, time_budget:
                                                 f"short of --precision (default: {time_budget:g})")
 
 
+def add_timeouts(parser: argparse.ArgumentParser, compile_seconds: float, run_seconds: float) -> None:
+    parser.add_argument("--compile-timeout", type=parse_seconds, default=compile_seconds,
+                        metavar="SECONDS", help=f"limit for one iree-compile (default: {compile_seconds:g})")
+    parser.add_argument("--run-timeout", type=parse_seconds, default=run_seconds, metavar="SECONDS",
+                        help=f"limit for one run or benchmark sample (default: {run_seconds:g})")
+
+
 def add_generated_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generated-dir", type=Path, default=Path("."),
                         help="folder in which the `generated/` folder is created (default: .)")

@@ -98,3 +98,18 @@ def write_plots(results: list[PerformanceResult], folder: Path, peak: dict | Non
         roofline_plot(results, peak, path)
         written.append(path)
     return written
+
+
+def progress_plot(curves: list[tuple[str, list[float]]], path: Path) -> None:
+    """Best verified speedup over IREE's default against trials, one line per op."""
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for label, curve in curves:
+        axis.step(range(1, len(curve) + 1), curve, where="post", label=label)
+    axis.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="IREE default")
+    axis.set_xlabel("trial")
+    axis.set_ylabel("best speedup over IREE's default so far")
+    axis.legend(fontsize=7)
+    axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

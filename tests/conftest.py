@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT / "tests" / "data"
 sys.path.insert(0, str(ROOT))
 
 from library import CpuTarget  # noqa: E402

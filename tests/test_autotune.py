@@ -1,0 +1,141 @@
+"""autotune.py with the real tools: the seed's module and cfg end to end, --list on a multi-op
+module, the exported tuning spec applies, a killed run resumes, bad config files are one line."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import DATA_DIR as DATA, ROOT, run_script
+# Short sessions: these tests check what happens, not which config is fastest.
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2"]
+
+
+def seed_config(folder, drop_iree_bin=True, replace=None):
+    """The seed's auto-scheduler.cfg and module in `folder` (its placeholder iree_bin dropped)."""
+    shutil.copy(DATA / "seed_matmul.mlir", folder / "matmul.mlir")
+    lines = (DATA / "auto-scheduler.cfg").read_text().splitlines()
+    if drop_iree_bin:
+        lines = [line for line in lines if not line.startswith("iree_bin")]
+    for key, value in (replace or {}).items():
+        lines = [f"{key} = {value}" if line.startswith(f"{key} ") else line for line in lines]
+    (folder / "auto-scheduler.cfg").write_text("\n".join(lines) + "\n")
+    return folder / "auto-scheduler.cfg"
+
+
+@pytest.fixture(scope="module")
+def seed_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("seed")
+    config = seed_config(folder)
+    result = run_script("autotune.py", "--config", config, "--n-trial", "5", *QUICK)
+    return folder, result
+
+
+def test_seed_config_end_to_end(seed_run):
+    folder, result = seed_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ignored on llvm-cpu" in result.stdout  # block_dim_* and pipeline_depth
+    trials = pd.read_csv(folder / "matmul.csv")
+    assert len(trials) == 5 and trials["candidate"].is_unique
+    assert "flags_data_tiling" in set(trials["candidate"])  # flag points are searched by default
+    tiles = trials[trials["candidate"].str.startswith("tile_config_")]
+    # the cfg's lists are the distribution and reduction tiles
+    assert set(tiles["tile_m"]) <= {64, 128} and set(tiles["tile_n"]) <= {32, 64}
+    assert set(tiles["tile_k"]) <= {32, 64, 128, 256}
+    ok = trials[trials["status"] == "ok"]
+    assert len(ok) >= 3 and (ok["verified"] == "yes").all()
+    assert (tiles["config_applied"] == "yes").all()
+    assert ((ok["speedup_ci_low"] <= ok["speedup"]) & (ok["speedup"] <= ok["speedup_ci_high"])).all()
+    assert "IREE's default ranks" in result.stdout and "answer:" in result.stdout
+    for suffix in ("_best.mlir", "_tuning_spec.mlir", "_progress.png"):
+        assert (folder / f"matmul{suffix}").stat().st_size > 0
+    assert "Phase timings: baseline" in (folder / "matmul.log").read_text()
+
+
+def test_tuning_spec_applies_to_the_untouched_module(seed_run, tools, tmp_path):
+    """Compiled here with the spec, IREE's dumped configuration carries the best tile config."""
+    folder, result = seed_run
+    assert "applies to the untouched module: op 0 yes" in result.stdout
+    best = (folder / "matmul_best.mlir").read_text()
+    distribution = best[best.index("distribution = "):].split("]")[0] + "]"
+    from launchers import resolve_target
+    from library import Target
+    target = resolve_target(tools, Target())
+    command = [str(tools.compile), str(folder / "matmul.mlir"), *target.compiler_flags(),
+               f"--iree-codegen-tuning-spec-path={folder / 'matmul_tuning_spec.mlir'}",
+               f"--iree-hal-dump-executable-configurations-to={tmp_path}", "-o",
+               str(tmp_path / "m.vmfb")]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    dumped = "".join(p.read_text() for p in tmp_path.glob("*.mlir"))
+    assert distribution in dumped
+
+
+def test_list_shows_every_tunable_op_of_a_multi_op_module():
+    result = run_script("autotune.py", "--input", DATA / "multi_op.mlir", "--list")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("3 tunable ops")
+    assert "linalg.matmul" in lines[2] and "m=256 n=384 k=512" in lines[2] and "mlp" in lines[2]
+    assert "linalg.batch_matmul" in lines[3] and "batch=4 m=64 n=96 k=32" in lines[3]
+    assert "linalg.conv_2d_nhwc_hwcf" in lines[4] and "filter=3x3 c=16" in lines[4]
+    assert "norm" not in result.stdout  # a sum of squares is a reduction, not a contraction
+
+
+def test_a_multi_op_module_tunes_each_op_in_its_function(tmp_path):
+    output = tmp_path / "multi.csv"
+    result = run_script("autotune.py", "--input", DATA / "multi_op.mlir", "--op", "0,1",
+                        "--n-trial", "2", "--flags=", "--tuner", "random", "--output", output, *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = pd.read_csv(output)
+    assert sorted(set(trials["op"])) == [0, 1] and len(trials) == 4
+    assert (trials["status"] == "ok").all() and set(trials["function"]) == {"mlp"}
+    best = (tmp_path / "multi_best.mlir").read_text()
+    assert best.count("compilation_info = #") == 2
+
+
+def test_a_killed_run_resumes_without_measuring_finished_trials(tmp_path):
+    output = tmp_path / "resume.csv"
+    args = [sys.executable, str(ROOT / "autotune.py"), "--input", str(DATA / "seed_matmul.mlir"),
+            "--output", str(output), "--n-trial", "6", "--batch-size", "2", "--tuner", "random",
+            *QUICK]
+    process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        if output.is_file() and len(output.read_text().splitlines()) >= 3:  # header + 2 trials
+            break
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = pd.read_csv(output)
+    assert 2 <= len(before) < 6
+    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"resuming after {len(before)} finished trials" in result.stdout
+    after = pd.read_csv(output)
+    assert len(after) == 6 and after["candidate"].is_unique
+    pd.testing.assert_frame_equal(after.head(len(before)), before)
+
+
+@pytest.mark.parametrize("replace, message", [
+    ({"tile_m": "64"}, "[SearchSpace] tile_m must be a non-empty list"),
+    ({"block_dim_z": "[2]"}, "block_dim_z must be [1]"),
+    ({"block_dim_x": "[1024]"}, "reaches 2048 threads"),
+    ({"tile_k": "[100000]"}, "no valid tile config in tile_m=[64, 128], tile_n=[32, 64], tile_k=[100000]"),
+    ({"tuner": "SimulatedTuner"}, "tuner SimulatedTuner is unknown"),
+])
+def test_bad_config_files_are_one_line_errors(tmp_path, replace, message):
+    result = run_script("autotune.py", "--config", seed_config(tmp_path, replace=replace))
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "matmul.csv").exists()
+
+
+def test_the_seed_placeholder_iree_bin_is_named(tmp_path):
+    result = run_script("autotune.py", "--config", seed_config(tmp_path, drop_iree_bin=False))
+    assert result.returncode == 2 and "[Env] iree_bin:" in result.stderr
+    assert "xxx/iree_build/tools is not a directory" in result.stderr

@@ -1,0 +1,102 @@
+"""The auto-tuner's parts without the compiler: spaces valid for every CPU family, strategies
+that learn, and the seed's config file read as printed."""
+import itertools
+
+import numpy as np
+import pytest
+
+import cpu_tiles
+import scheduler_config
+import strategies
+import tuning_space
+from conftest import AVX2, AVX512, DATA_DIR, NEON
+from library import DataType
+from tunable import TunableOp
+
+MATMUL = TunableOp(0, "main", "linalg.matmul", "contraction", (500, 384, 256),
+                   (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))),
+                   ("tensor<500x256xf32>", "tensor<256x384xf32>", "tensor<500x384xf32>"), "f32", "f32")
+# A torch Linear: (batch, seq) x hidden against a transposed weight, as a generic with 2 M loops.
+GENERIC = TunableOp(1, "main", "linalg.generic", "contraction", (4, 128, 256, 512),
+                    (("batch", ()), ("m", (0, 1)), ("n", (2,)), ("k", (3,))),
+                    ("tensor<4x128x512xf16>", "tensor<256x512xf16>", "tensor<4x128x256xf32>"),
+                    "f16", "f32")
+
+
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+@pytest.mark.parametrize("op", [MATMUL, GENERIC], ids=["matmul", "generic"])
+def test_every_tile_point_is_legal_for_the_target(cpu, op):
+    space = tuning_space.build(op, cpu, {}, tuning_space.DEFAULT_FLAG_POINTS)
+    accumulator = DataType.parse(op.accumulator_element)
+    assert len(space.tiles) >= 8 and len(space.points) == len(space.tiles) + 1
+    for p in space.tiles:
+        assert p.tile_m % p.vector_m == 0 and p.tile_n % p.vector_n == 0
+        assert cpu_tiles.is_legal_vector_tile(cpu, (p.vector_m, p.vector_n, p.tile_k), accumulator)
+
+
+def test_configuration_tiles_only_the_innermost_m_and_n_loops():
+    point = tuning_space.Point(64, 32, 16, 8, 16)
+    config = tuning_space.configuration(GENERIC, point)
+    assert "distribution = [1, 64, 32, 0]" in config.lowering_config
+    assert "vector_common_parallel = [1, 8, 16, 0]" in config.lowering_config
+    assert "vector_reduction = [0, 0, 0, 16]" in config.lowering_config
+    assert "DoubleTilingExpert" in config.translation_info
+
+
+def test_user_lists_narrow_the_space():
+    space = tuning_space.build(MATMUL, AVX2, {"tile_m": [64], "tile_k": [8, 16]}, {})
+    assert {p.tile_m for p in space.points} == {64} and {p.tile_k for p in space.points} <= {8, 16}
+    assert not any(p.is_flags for p in space.points)
+
+
+def _synthetic_space():
+    knobs = [dict(a=a, b=b, c=c, d=d) for a, b, c, d in
+             itertools.product([1, 2, 4, 8, 16], [1, 2, 4, 8, 16], [1, 2, 4, 8], [1, 2, 3])]
+    features = np.array([[np.log2(k["a"]), np.log2(k["b"]), np.log2(k["c"]), k["d"]] for k in knobs])
+    score = np.exp(-((features[:, 0] - 3) ** 2 + (features[:, 1] - 2) ** 2
+                     + 0.5 * (features[:, 2] - 1) ** 2 + (features[:, 3] - 2) ** 2) / 4)
+    return knobs, features, score
+
+
+def _trials_to_95(name, knobs, features, score, seed):
+    strategy = strategies.make(name, knobs, features, seed)
+    trials = 0
+    while strategy.untried():
+        for index in strategy.ask(4):
+            trials += 1
+            strategy.tell(index, float(score[index]))
+            if score[index] >= 0.95 * score.max():
+                return trials
+    return trials
+
+
+def test_model_based_strategies_need_fewer_trials_than_random():
+    knobs, features, score = _synthetic_space()
+    median = {name: np.median([_trials_to_95(name, knobs, features, score, seed) for seed in range(6)])
+              for name in strategies.NAMES}
+    assert median["xgb"] < median["random"] and median["tpe"] < median["random"], median
+
+
+@pytest.mark.parametrize("name", strategies.NAMES)
+def test_strategies_propose_each_point_once_and_skip_failures(name):
+    knobs, features, score = _synthetic_space()
+    strategy = strategies.make(name, knobs[:40], features[:40], 0)
+    seen = []
+    while strategy.untried():
+        batch = strategy.ask(7)
+        assert batch and not set(batch) & set(seen)
+        seen += batch
+        for index in batch:
+            strategy.tell(index, None if index % 3 == 0 else float(score[index]))
+    assert sorted(seen) == list(range(40))
+
+
+def test_the_seed_config_reads_as_printed(tmp_path):
+    text = (DATA_DIR / "auto-scheduler.cfg").read_text().replace("iree_bin = xxx/iree_build/tools\n", "")
+    text = text.replace("output_file = matmul.csv\n\n[", "output_file = later.csv\n\n[")
+    (tmp_path / "a.cfg").write_text(text)
+    config = scheduler_config.load(tmp_path / "a.cfg")
+    assert config.input_file == tmp_path / "matmul.mlir"  # relative to the file's folder
+    assert config.output_file == tmp_path / "later.csv"  # a repeated key: the later wins
+    assert config.lists == {"tile_m": [64, 128], "tile_n": [32, 64], "tile_k": [32, 64, 128, 256]}
+    assert config.tuner == "xgb" and config.n_trial == 16 and config.gpu["block_dim_x"] == [64]
