@@ -26,6 +26,7 @@ import csv
 import math
 import os
 import shlex
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -447,9 +448,10 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
                        ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
                        speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high,
                        default_ms=default.runtime.median)
-    for build in builds:  # keep the work folder small: vmfbs are rebuilt when needed
-        if build.vmfb is not None and build.vmfb.exists():
-            build.vmfb.unlink()
+    for build in builds:  # keep the work folder small: vmfbs and dumps are rebuilt when needed
+        if build.vmfb is not None:
+            build.vmfb.unlink(missing_ok=True)
+        shutil.rmtree(tuner.work / f"{build.name}_configs", ignore_errors=True)
     return rows
 
 

@@ -89,14 +89,18 @@ class Space:
         return [p for p in self.points if not p.is_flags]
 
     def features(self, point: Point) -> list[float]:
-        """What a cost model learns from a tile point: tile logs, workgroups, cache fit."""
-        rows, cols, red = (self.op.loops[self.op.positions(d)[-1]] for d in TILED_CLASSES[self.op.kind])
-        workgroups = math.ceil(rows / point.tile_m) * math.ceil(cols / point.tile_n)
-        footprint = (point.tile_m + point.tile_n) * red * element(self.op.input_element).bytes
-        return [math.log2(point.tile_m), math.log2(point.tile_n), math.log2(point.tile_k),
-                math.log2(point.vector_m), math.log2(point.vector_n), math.log2(workgroups),
-                footprint / self.cpu.l2_cache_bytes,
-                float(rows % point.tile_m == 0 and cols % point.tile_n == 0)]
+        return features(self.op, point, self.cpu.l2_cache_bytes)
+
+
+def features(op: TunableOp, point: Point, l2_cache_bytes: int) -> list[float]:
+    """What a cost model learns from a tile point: tile logs, workgroups, cache fit."""
+    rows, cols, red = (op.loops[op.positions(d)[-1]] for d in TILED_CLASSES[op.kind])
+    workgroups = math.ceil(rows / point.tile_m) * math.ceil(cols / point.tile_n)
+    footprint = (point.tile_m + point.tile_n) * red * element(op.input_element).bytes
+    return [math.log2(point.tile_m), math.log2(point.tile_n), math.log2(point.tile_k),
+            math.log2(point.vector_m), math.log2(point.vector_n), math.log2(workgroups),
+            footprint / l2_cache_bytes,
+            float(rows % point.tile_m == 0 and cols % point.tile_n == 0)]
 
 
 def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: dict[str, str],
