@@ -154,7 +154,13 @@ class CpuTarget:
 
     @property
     def enabled_features(self) -> list[str]:
-        return [f[1:] for f in self.features.split(",") if f.startswith("+")]
+        """Features on, each once. IREE's resolved string lists the CPU's defaults and then the
+        host's (`+mwaitx,...,-mwaitx`): as in LLVM, the last mention wins."""
+        state = {}
+        for feature in self.features.split(","):
+            if feature[:1] in "+-" and len(feature) > 1:
+                state[feature[1:]] = feature[0] == "+"
+        return [name for name, on in state.items() if on]
 
     @property
     def simd_features(self) -> list[str]:

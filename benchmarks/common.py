@@ -50,7 +50,7 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
     """GFLOP/s of IREE default, data tiling, best tile config and numpy per operation, with ratios."""
     first = data[data["Provider"] == "IREE Codegen"].iloc[0]
     # Figures from different machines must never be mixed up: say which CPU these are for.
-    print(f"{first['target']} ({first['vector bytes']}-byte vectors) on {first['cpu model']}, "
+    print(f"{first['target']} ({int(first['vector bytes'])}-byte vectors) on {first['cpu model']}, "
           f"{first['threads']} threads, IREE {first['IREE version']}, numpy {np.__version__}")
     print(f"cpu features: {first['cpu features']}")
     width = max(len(o) for o in data["Operation"])
