@@ -120,32 +120,33 @@ class Settings:
 
 def settings(args: argparse.Namespace) -> Settings:
     config = scheduler_config.load(args.config) if args.config else None
+
+    def pick(value, key: str, default=None):
+        """The command line's value, else the config file's, else the default."""
+        if value is not None:
+            return value
+        from_file = getattr(config, key, None) if config else None
+        return from_file if from_file is not None else default
+
     if args.config is None and args.input is None:
         raise UserError("give --input MODULE.mlir or --config FILE.cfg")
-    source = args.input or (config.input_file if config else None)
+    source = pick(args.input, "input_file")
     if source is None:
         raise UserError(f"{args.config} has no [Env] input_file; give --input")
     if not source.is_file():
         raise UserError(f"input {source} does not exist")
-    output = args.output or (config.output_file if config else None)
-    tuner = args.tuner or (config.tuner if config else None) or "xgb"
     warnings = []
     if config and config.gpu:
         warnings.append(f"{', '.join(config.gpu)} apply to GPU targets; ignored on llvm-cpu")
-    if args.flags is not None:
-        given = [f for f in args.flags if f.strip()]
-    elif config and config.flags is not None:
-        given = config.flags
-    else:
-        given = None
+    given = [f for f in args.flags if f.strip()] if args.flags is not None else pick(None, "flags")
     flag_points = (dict(tuning_space.DEFAULT_FLAG_POINTS) if given is None
                    else {str(i): f for i, f in enumerate(given)})
-    return Settings(source, output, args.op, strategies.CONFIG_NAMES.get(tuner, tuner),
-                    args.n_trial or (config.n_trial if config else None) or 32,
-                    args.early_stop or (config.early_stop if config else None),
-                    args.seed if args.seed is not None else (config.seed if config and config.seed is not None else 0),
+    tuner = pick(args.tuner, "tuner", "xgb")
+    return Settings(source, pick(args.output, "output_file"), args.op,
+                    strategies.CONFIG_NAMES.get(tuner, tuner), pick(args.n_trial, "n_trial", 32),
+                    pick(args.early_stop, "early_stop"), pick(args.seed, "seed", 0),
                     config.lists if config else {}, flag_points,
-                    args.iree_bin_dir or (config.iree_bin if config else None), warnings)
+                    pick(args.iree_bin_dir, "iree_bin"), warnings)
 
 
 def choose_ops(found: list[tunable.TunableOp], text: str) -> list[tunable.TunableOp]:
@@ -508,11 +509,13 @@ def report(tuner: Tuner, result: OpResult) -> None:
         log(f"  confirmed {name}: {outcome.runtime.median:.4f} ms, "
             + stats.verdict(name, DEFAULT, outcome.speedup, stats.MIN_EFFECT))
     if result.winner == DEFAULT:
-        log(f"  answer: keep IREE's default (no candidate's interval clears it)")
+        log("  answer: keep IREE's default (no candidate's interval clears it)")
     else:
         speedup = result.confirmed[result.winner].speedup
-        how = ("its flags for the whole module (X_best_flags.txt)" if result.winner.startswith("flags_")
-               else "the tuning spec or the best module")
+        stem = tuner.s.output.stem
+        how = (f"its flags for the whole module ({stem}_best_flags.txt)"
+               if result.winner.startswith("flags_")
+               else f"{stem}_tuning_spec.mlir or {stem}_best.mlir")
         log(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} faster "
             f"than IREE's default; use {how}")
 

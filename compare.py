@@ -9,8 +9,8 @@ their outputs agree?
 
 A variant is extra iree-compile flags, another .mlir module, or a transform / tuning spec file
 (or several of these, space-separated). Variants are timed in interleaved rounds; the first is
-the baseline. A difference is claimed only when its interval excludes 1 and the effect exceeds
---min-effect. Exit status: 0 the comparison ran (whatever its verdict); 1 a variant failed to
+the baseline. A difference is claimed only when its whole interval lies beyond --min-effect
+(so it excludes 1). Exit status: 0 the comparison ran (whatever its verdict); 1 a variant failed to
 compile or run, or outputs disagree beyond tolerance; 2 a user error.
 """
 from __future__ import annotations

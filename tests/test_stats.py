@@ -46,6 +46,9 @@ def test_paired_speedup_cancels_drift_common_to_both():
     (0.5, 0.45, 0.55, True),  # clearly slower
     (1.05, 0.98, 1.12, False),  # the interval holds 1
     (1.02, 1.01, 1.03, False),  # real but below the minimum effect
+    (1.11, 1.014, 1.158, False),  # excludes 1, but its near end is no effect worth naming
+    (1.10, 1.04, 1.16, True),
+    (0.90, 0.86, 0.96, True),
 ])
 def test_significant(median, low, high, significant):
     ratio = stats.Estimate(median, low, high, 0.0, 10)
