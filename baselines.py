@@ -34,14 +34,18 @@ class NumpyKernel:
         return self.operation.compute(*self.inputs, dtype=NUMPY_COMPUTE_TYPE)
 
     def sample(self, seconds: float) -> Sample:
-        """ms per call, averaged over calls filling about `seconds`."""
-        runs, start = 0, time.perf_counter()
-        while True:
-            self()
-            runs += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                return Sample(True, ms=elapsed / runs * 1e3)
+        return timed_calls(self, seconds)
+
+
+def timed_calls(function, seconds: float) -> Sample:
+    """ms per call of `function`, averaged over calls filling about `seconds`."""
+    runs, start = 0, time.perf_counter()
+    while True:
+        function()
+        runs += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return Sample(True, ms=elapsed / runs * 1e3)
 
 
 def _cache_file() -> Path:

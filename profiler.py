@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Sequence
 
 import options
-import numpy as np
 
 from baselines import NumpyKernel, machine_peak
 from launchers import (Benchmark, CompileRecord, IreeTools, check_runnable, cpu_model,

@@ -11,7 +11,6 @@ import argparse
 import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,23 +21,12 @@ from common import ROOT, script
 
 sys.path.insert(0, str(ROOT))
 import tuning_space  # noqa: E402
-from launchers import Benchmark, IreeTools, Sample, compile_command, resolve_target, run  # noqa: E402
+from baselines import timed_calls  # noqa: E402
+from launchers import Benchmark, IreeTools, compile_command, resolve_target, run  # noqa: E402
 from library import Target  # noqa: E402
 from measurement import Candidate, Protocol, measure  # noqa: E402
 
 SHAPES = [(512, 512, 512), (768, 512, 1024), (500, 300, 700), (1000, 1000, 1000)]
-
-
-def numpy_sample(a: np.ndarray, b: np.ndarray):
-    def sample(seconds: float) -> Sample:
-        runs, start = 0, time.perf_counter()
-        while True:
-            a @ b
-            runs += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                return Sample(True, ms=elapsed / runs * 1e3)
-    return sample
 
 
 def main() -> int:
@@ -74,7 +62,7 @@ def main() -> int:
                     "data tiling": (module, shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))}
         if best_tile:
             variants["best tiles"] = (work / f"{name}_best.mlir", [])
-        candidates = [Candidate("numpy", numpy_sample(a, b))]
+        candidates = [Candidate("numpy", lambda seconds: timed_calls(lambda: a @ b, seconds))]
         for label, (source, flags) in variants.items():
             vmfb = work / f"{name}_{label.replace(' ', '_')}.vmfb"
             result = run(compile_command(tools, target, source, vmfb, flags), 600)
