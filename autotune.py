@@ -247,6 +247,14 @@ class Tuner:
             build.applied = configuration_applied(configs, config)
         return build
 
+    def build_point(self, op, point: Point, name: str) -> Build:
+        """A flag point's module with its flags, or a tile point's config injected into `op`."""
+        if point.is_flags:
+            return self.build(name, None, shlex.split(point.flags))
+        config = tuning_space.configuration(op, point)
+        text = tunable.with_configs(self.s.input, {op.index: config.compilation_info})
+        return self.build(name, text, [], config)
+
     def prepare_function(self, function: str) -> None:
         """Seeded inputs (saved as .npy) and IREE's default outputs for one function."""
         if function in self.expected:
@@ -407,12 +415,7 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
     rows = [_row(op, p, first_trial + i, s.tuner) for i, p in enumerate(points)]
 
     def compile_one(point: Point) -> Build:
-        name = f"op{op.index}_{point.name}"
-        if point.is_flags:
-            return tuner.build(name, None, shlex.split(point.flags))
-        config = tuning_space.configuration(op, point)
-        text = tunable.with_configs(s.input, {op.index: config.compilation_info})
-        return tuner.build(name, text, [], config)
+        return tuner.build_point(op, point, f"op{op.index}_{point.name}")
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=tuner.args.jobs) as pool:
@@ -471,14 +474,8 @@ def confirm(tuner: Tuner, result: OpResult) -> None:
     points = {p.name: p for p in result.space.points}
     op, builds = result.op, []
     for name in names:
-        point = points[name]
-        if point.is_flags:
-            build = tuner.build(f"confirm_op{op.index}_{name}", None, shlex.split(point.flags))
-        else:
-            config = tuning_space.configuration(op, point)
-            build = tuner.build(f"confirm_op{op.index}_{name}",
-                                tunable.with_configs(tuner.s.input, {op.index: config.compilation_info}),
-                                [], config)
+        # The search deleted its vmfbs to keep the work folder small: build the leaders again.
+        build = tuner.build_point(op, points[name], f"confirm_op{op.index}_{name}")
         build.name = name
         if build.vmfb is not None:
             builds.append(build)

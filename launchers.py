@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 import cpu_tiles
+import modules
 from library import CpuTarget, Device, Target, TuningConfiguration, UserError
 from manifest import Dispatch, DispatchPaths, write_atomically
 
@@ -316,21 +317,13 @@ def configuration_applied(dump_folder: Path, config: TuningConfiguration) -> str
                 module = ir.Module.parse(dump.read_text(), context)
             except ir.MLIRError:
                 continue
-            for op in _walk(module.operation):
+            for op in modules.walk(module.operation):
                 attributes = op.attributes
                 if "lowering_config" in attributes and str(attributes["lowering_config"]) == wanted_lowering:
                     found_lowering = True
                 if "translation_info" in attributes and str(attributes["translation_info"]) == wanted_translation:
                     found_translation = True
     return "yes" if found_lowering and found_translation else "no"
-
-
-def _walk(operation):
-    for region in operation.regions:
-        for block in region.blocks:
-            for op in block.operations:
-                yield op
-                yield from _walk(op)
 
 
 # --------------------------------------------------------------------------------------------

@@ -47,6 +47,15 @@ class Signature:
     results: tuple[TensorType, ...]
 
 
+def walk(operation):
+    """Every op nested in `operation`, in IR order."""
+    for region in operation.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                yield op
+                yield from walk(op)
+
+
 def parse(text: str, origin: str, context):
     """An ir.Module, or a one-line UserError naming `origin` and the first diagnostic."""
     from iree.compiler import ir

@@ -62,14 +62,6 @@ class TunableOp:
         return f"{self.input_element} -> {self.accumulator_element}"
 
 
-def _walk(operation) -> Iterator:
-    for region in operation.regions:
-        for block in region.blocks:
-            for op in block.operations:
-                yield op
-                yield from _walk(op)
-
-
 def _functions(module) -> Iterator[tuple[str, object]]:
     from iree.compiler import ir
 
@@ -83,7 +75,7 @@ def _candidates(module) -> Iterator[tuple[str, object, str]]:
     from iree.compiler.dialects import linalg
 
     for function, func in _functions(module):
-        for op in _walk(func.operation):
+        for op in modules.walk(func.operation):
             if not op.operation.name.startswith("linalg."):
                 continue
             if linalg.isa_contraction_op(op):

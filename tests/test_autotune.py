@@ -139,3 +139,25 @@ def test_the_seed_placeholder_iree_bin_is_named(tmp_path):
     result = run_script("autotune.py", "--config", seed_config(tmp_path, drop_iree_bin=False))
     assert result.returncode == 2 and "[Env] iree_bin:" in result.stderr
     assert "xxx/iree_build/tools is not a directory" in result.stderr
+
+
+@pytest.mark.parametrize("cpu, triple", [("haswell", ""), ("skylake-avx512", ""),
+                                         ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_tile_points_compile_for_each_simd_family(tools, tmp_path, cpu, triple):
+    """Tile points of autotune.py's spaces for CPUs other than this one, cross-compiled up to
+    IREE's codegen (where a config is accepted or rejected): none is rejected."""
+    import tunable
+    import tuning_space
+    from launchers import compile_command, resolve_target, run
+    from library import Target
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
+    module = DATA / "multi_op.mlir"
+    for op in tunable.find(module)[:2]:  # the matmul and the batch_matmul
+        tiles = tuning_space.build(op, target.resolved_cpu(), {}, {}).tiles
+        for point in tiles[::max(1, len(tiles) // 6)]:
+            config = tuning_space.configuration(op, point)
+            source = tmp_path / f"op{op.index}_{point.name}.mlir"
+            source.write_text(tunable.with_configs(module, {op.index: config.compilation_info}))
+            result = run(compile_command(tools, target, source, tmp_path / "out.mlir",
+                                         ["--compile-to=executable-targets"]), 300)
+            assert result.ok, f"{cpu} {point.name}: {result.failure('iree-compile', 300)}"
