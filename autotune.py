@@ -46,15 +46,15 @@ import tuning_space
 import tuning_spec
 from launchers import (Benchmark, IreeTools, check_runnable, compile_command,
                        configuration_applied, resolve_target, run, run_module)
-from library import Device, UserError
+from library import Device, Target, UserError
 from measurement import Candidate, Protocol, measure
 from plots import progress_plot
 from tuning_space import Point, Space
 from verification import agreement
 
 DEFAULT = "default"
-COLUMNS = ["op", "function", "trial", "candidate", "tile_m", "tile_n", "tile_k", "vector_m",
-           "vector_n", "flags", "status", "reason", "config_applied", "verified", "max_abs_err",
+COLUMNS = ["op", "function", "trial", "candidate", *tuning_space.TILE_KNOBS,
+           "flags", "status", "reason", "config_applied", "verified", "max_abs_err",
            "median_ms", "ci_low_ms", "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
            "default_ms", "compile_s", "strategy"]
 # status of a trial; only "ok" trials have a speedup
@@ -70,7 +70,22 @@ def parser() -> options.ArgumentParser:
                    help="the seed's auto-scheduler.cfg: [Env], [SearchSpace], [SearchStrategy]; "
                         "command-line options win over it")
     p.add_argument("--output", type=Path, metavar="X.csv", help="every trial; other outputs beside it")
-    p.add_argument("--list", action="store_true", help="list the tunable ops and exit")
+    p.add_argument("--list", action="store_true",
+                   help="list the tunable ops (with --model: the dispatch ranking) and exit")
+    model = p.add_argument_group("whole models (--model)")
+    model.add_argument("--model", action="store_true",
+                       help="tune a whole model (any input iree-compile takes: torch, linalg, "
+                            "StableHLO, TOSA): rank its dispatches, tune the hot ones, write one "
+                            "tuning spec and measure the model with it")
+    model.add_argument("--function", default=None,
+                       help="the model's function (default: its only public one)")
+    model.add_argument("--top", type=options.parse_positive, default=None, metavar="N",
+                       help="tune the N costliest targets (default: those of the dispatches "
+                            "that take 90%% of the time)")
+    model.add_argument("--spec", type=Path, default=None, metavar="SPEC.mlir",
+                       help="instead of tuning: check that this tuning spec applies to the "
+                            "model, and measure the model with it")
+    options.add_parameters(model)
     p.add_argument("--op", default="all", metavar="INDEX[,INDEX]|all",
                    help="which tunable ops (numbers from --list; default: all)")
     p.add_argument("--tuner", choices=[*strategies.NAMES, *strategies.CONFIG_NAMES], default=None,
@@ -221,10 +236,14 @@ class Tuner:
         self.work = s.output.with_name(s.output.stem + "_work")
         self.work.mkdir(parents=True, exist_ok=True)
         self.device = options.runtime_device(args, target)
-        self.signatures = {sig.name: sig for sig in modules.signatures(s.input)}
+        self.run_flags = options.parameter_flags(args)
+        self.signatures = {sig.name: sig for sig in modules.signatures(self.signature_source())}
         self.inputs: dict[str, list[str]] = {}
         self.expected: dict[str, list[np.ndarray]] = {}
         self.default: Build | None = None
+
+    def signature_source(self) -> Path:
+        return self.s.input
 
     def build(self, name: str, text: str | None, flags: Sequence[str],
               config=None) -> Build:
@@ -277,7 +296,7 @@ class Tuner:
         paths = [self.work / f"{build.name}_{function}_output{i}.bin"
                  for i in range(len(signature.results))]
         ran = run_module(self.tools, build.vmfb, function, self.device, self.inputs[function],
-                         paths, self.args.run_timeout)
+                         paths, self.args.run_timeout, self.run_flags)
         if not ran.ok:
             return [], ran.reason
         try:
@@ -287,7 +306,8 @@ class Tuner:
 
     def benchmark(self, build: Build, function: str) -> Benchmark:
         return Benchmark(self.tools, build.vmfb, function, self.device, self.inputs[function],
-                         timeout=self.args.run_timeout, dispatch_statistics=True)
+                         flags=self.run_flags, timeout=self.args.run_timeout,
+                         dispatch_statistics=True)
 
     def verify(self, build: Build, function: str) -> tuple[str, str, float]:
         """(status, reason, max abs error) of a build's outputs against the default's."""
@@ -560,25 +580,38 @@ def plot_progress(results: list[OpResult], path: Path) -> None:
     progress_plot(curves, path)
 
 
+def prepare(args, s: Settings) -> tuple[IreeTools, Target]:
+    """Checks the output, finds the tools, resolves the target."""
+    if s.output is None:
+        raise UserError("give --output X.csv (or output_file in the config's [Env])")
+    if s.output.suffix != ".csv":
+        raise UserError(f"--output {s.output} must be a .csv file")
+    tools = IreeTools.locate(s.iree_bin)
+    target = resolve_target(tools, options.target_from_args(args))
+    if target.device is not Device.LLVMCPU:
+        raise UserError(f"autotune.py tunes llvm-cpu; {target.device.value} is not supported yet")
+    check_runnable(tools, target)
+    try:
+        s.output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot write {s.output}: {error.strerror}") from None
+    return tools, target
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     s = settings(args)
+    if args.model:
+        import model_tuning  # it builds on this module
+        return model_tuning.run_model(args, s)
     found = tunable.find(s.input)
     if args.list:
         print_list(s.input, found)
         return 0
     if not found:
         raise UserError(f"{s.input} has no tunable op (contraction or convolution)")
-    if s.output is None:
-        raise UserError("give --output X.csv (or output_file in the config's [Env])")
-    if s.output.suffix != ".csv":
-        raise UserError(f"--output {s.output} must be a .csv file")
     chosen = choose_ops(found, s.ops)
-    tools = IreeTools.locate(s.iree_bin)
-    target = resolve_target(tools, options.target_from_args(args))
-    if target.device is not Device.LLVMCPU:
-        raise UserError(f"autotune.py tunes llvm-cpu; {target.device.value} is not supported yet")
-    check_runnable(tools, target)
+    tools, target = prepare(args, s)
     cpu = target.resolved_cpu()
     spaces = []
     for op in chosen:
@@ -589,12 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             f"{given} for {cpu.name} (vector tiles must divide the distribution "
                             "tiles and stay within IREE's vector-size limit)")
         spaces.append(space)
-    try:
-        s.output.parent.mkdir(parents=True, exist_ok=True)
-        earlier = load_trials(s.output)
-        writer = TrialWriter(s.output)
-    except OSError as error:
-        raise UserError(f"cannot write {s.output}: {error.strerror}") from None
+    earlier, writer = load_trials(s.output), TrialWriter(s.output)
     log = Log(s.output.with_suffix(".log"))
     for warning in s.warnings:
         log(f"warning: {warning}")

@@ -75,8 +75,7 @@ def parser() -> options.ArgumentParser:
                    help="one .npy per function argument")
     p.add_argument("--random-inputs", type=int, default=None, metavar="SEED",
                    help="numpy.random.rand cast to each argument's type, saved as .npy")
-    p.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE.irpa",
-                   help="parameter archive, as in IREE's tools (repeatable)")
+    options.add_parameters(p)
     p.add_argument("--reference", type=parse_paths, default=None, metavar="@OUT.npy,...",
                    help="expected outputs (.npy, one per result) every variant is checked against")
     p.add_argument("--min-effect", type=options.parse_fraction, default=stats.MIN_EFFECT,
@@ -163,13 +162,9 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
                         "--inputs @a.npy,... or --random-inputs SEED")
     else:
         arrays, paths = [], []
-    for parameter in args.parameters:
-        scope, sep, file = parameter.rpartition("=")
-        if not Path(file).is_file():
-            raise UserError(f"--parameters {parameter}: {file} does not exist")
+    run_flags = options.parameter_flags(args)
     target = resolve_target(tools, options.target_from_args(args))
     device = options.runtime_device(args, target)
-    run_flags = [f"--parameters={p}" for p in args.parameters]
     inputs = [f"@{p}" for p in paths]
     variants = []
     for name, value in args.variant:

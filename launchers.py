@@ -397,7 +397,9 @@ class Benchmark:
     flags: list[str] = field(default_factory=list)  # --parameters=..., task topology
     timeout: float = 120.0
     dispatch_statistics: bool = False
+    dispatches: tuple[str, ...] = ()  # with dispatch_statistics: time only these dispatches
     invocation_ms: float = math.nan
+    rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
 
     def command(self, seconds: float) -> list[str]:
         if self.invocation_ms > 0:
@@ -417,29 +419,39 @@ class Benchmark:
         result = run(self.command(seconds), self.timeout)
         if not result.ok:
             return Sample(False, result.failure("iree-benchmark-module", self.timeout))
-        invocation, dispatches = parse_benchmark_json(result.stdout)
+        invocation, rows = parse_benchmark_json(result.stdout)
         if invocation.ok:
             self.invocation_ms = invocation.ms * self.repeats
-        if self.dispatch_statistics and dispatches is None:
+            self.rows.append(rows)
+        if self.dispatch_statistics and not rows:
             self.dispatch_statistics = False  # this backend has none: the invocation it is
-        return dispatches if self.dispatch_statistics and invocation.ok else invocation
+        if not self.dispatch_statistics or not invocation.ok:
+            return invocation
+        if self.dispatches:
+            if not set(self.dispatches) & set(rows):
+                return Sample(False, f"no dispatch {', '.join(self.dispatches)} ran")
+            return Sample(True, ms=sum(ms for name, (_, ms) in rows.items()
+                                       if name in self.dispatches))
+        return Sample(True, ms=sum(ms for _, ms in rows.values()))
 
 
-def parse_benchmark_json(text: str) -> tuple[Sample, Sample | None]:
-    """The mean real time per iteration of the one repetition, and the summed time of its
-    dispatch rows (--dispatch_statistics) when there are any. Both are divided by batch_size."""
+def parse_benchmark_json(text: str) -> tuple[Sample, dict[str, tuple[float, float]]]:
+    """The mean real time per iteration of the one repetition, and each dispatch's (calls, ms)
+    in it (--dispatch_statistics rows; the time of all its calls in one invocation, measured
+    so: a dispatch called 4 times reports 4x the time of one call). All divided by batch_size."""
     try:
         report = json.loads(text)
         scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
         rows = report["benchmarks"]
         times = [b["real_time"] * scale[b["time_unit"]] for b in rows
                  if b.get("run_type") == "iteration" and "/process_time/" in b["name"]]
-        dispatch = [b["real_time"] * scale[b["time_unit"]] for b in rows if "calls" in b]
+        dispatches = {b["name"].split("/", 1)[-1]: (b["calls"], b["real_time"] * scale[b["time_unit"]])
+                      for b in rows if "calls" in b}
     except (ValueError, KeyError, TypeError) as error:
-        return Sample(False, f"unreadable iree-benchmark-module output ({error})"), None
+        return Sample(False, f"unreadable iree-benchmark-module output ({error})"), {}
     if not times or min(times) <= 0:
-        return Sample(False, "iree-benchmark-module reported no time"), None
-    return Sample(True, ms=times[0]), (Sample(True, ms=sum(dispatch)) if dispatch else None)
+        return Sample(False, "iree-benchmark-module reported no time"), {}
+    return Sample(True, ms=times[0]), dispatches
 
 
 def cpu_model() -> str:

@@ -70,7 +70,9 @@ def parse(text: str, origin: str, context):
 
 def signatures(path: Path) -> list[Signature]:
     """Public functions of the module in `path`; arguments and results must be tensors of the
-    types in ELEMENT_TYPES (what numpy inputs can feed)."""
+    types in ELEMENT_TYPES (what numpy inputs can feed). A module past IREE's input phase
+    (`--compile-to=input`, as autotune.py --model lowers torch, StableHLO and TOSA) passes
+    !hal.buffer_view: its tensor types are those of its hal.tensor.import/export ops."""
     from iree.compiler import ir
 
     try:
@@ -79,18 +81,46 @@ def signatures(path: Path) -> list[Signature]:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
     with ir.Context() as context:
         module = parse(text, str(path), context)
+        functions = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op
+                     for op in module.body.operations if op.operation.name in FUNCTION_OPS}
         found = []
-        for op in module.body.operations:
-            if op.operation.name not in FUNCTION_OPS:
-                continue
+        for name, op in functions.items():
             attributes = op.operation.attributes
             if "sym_visibility" in attributes and str(attributes["sym_visibility"]) == '"private"':
                 continue
-            name = ir.StringAttr(attributes["sym_name"]).value
             kind = ir.FunctionType(ir.TypeAttr(attributes["function_type"]).value)
-            found.append(Signature(name, tuple(_tensor(t, name) for t in kind.inputs),
-                                   tuple(_tensor(t, name) for t in kind.results)))
+            inputs, results = list(kind.inputs), list(kind.results)
+            if any(str(t) == "!hal.fence" for t in inputs):
+                continue  # the async twin of an ABI function: run through its sync wrapper
+            if any(str(t) == "!hal.buffer_view" for t in [*inputs, *results]):
+                # the sync wrapper of an async function takes the same buffer views
+                body = functions.get(f"{name}$async", op)
+                inputs, results = _abi_types(body)
+                inputs = inputs[:len(kind.inputs)]
+            found.append(Signature(name, tuple(_tensor(t, name) for t in inputs),
+                                   tuple(_tensor(t, name) for t in results)))
     return found
+
+
+def _abi_types(function) -> tuple[list, list]:
+    """Argument and result tensor types of an ABI function: what hal.tensor.import makes of
+    each argument, and what hal.tensor.export turns into each returned value."""
+    from iree.compiler import ir
+
+    arguments = list(function.regions[0].blocks[0].arguments)
+    inputs: list = [argument.type for argument in arguments]
+    exported, returned = {}, []
+    for op in walk(function.operation):
+        name = op.operation.name
+        if name == "hal.tensor.import":
+            source = op.operands[0]
+            if isinstance(source.owner, ir.Block) and source in arguments:
+                inputs[ir.BlockArgument(source).arg_number] = op.results[0].type
+        elif name == "hal.tensor.export":
+            exported[op.results[0]] = op.operands[0].type
+        elif name in ("util.return", "func.return") and op.operation.parent == function.operation:
+            returned = list(op.operands)
+    return inputs, [exported.get(value, value.type) for value in returned]
 
 
 def _tensor(kind, function: str) -> TensorType:
@@ -109,9 +139,11 @@ def _tensor(kind, function: str) -> TensorType:
     return TensorType(shape, element)
 
 
-def find_function(path: Path, name: str | None) -> Signature:
-    """The function `name`, or the module's only public function."""
+def find_function(path: Path, name: str | None, shown: str = "") -> Signature:
+    """The function `name`, or the module's only public function (`shown`: how errors name
+    the module)."""
     found = signatures(path)
+    path = shown or path
     names = [s.name for s in found]
     if name is None:
         if len(found) != 1:

@@ -173,6 +173,20 @@ def add_dispatches(parser: argparse.ArgumentParser) -> None:
                              "`*` also works as a wildcard (default: all)")
 
 
+def add_parameters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE.irpa",
+                        help="parameter archive, as in IREE's tools (repeatable)")
+
+
+def parameter_flags(args: argparse.Namespace) -> list[str]:
+    """The runtime flags of --parameters, each archive checked to exist."""
+    for parameter in getattr(args, "parameters", []):
+        file = parameter.rpartition("=")[2]
+        if not Path(file).is_file():
+            raise UserError(f"--parameters {parameter}: {file} does not exist")
+    return [f"--parameters={p}" for p in getattr(args, "parameters", [])]
+
+
 def add_iree_bin_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iree-bin-dir", "--build-dir", dest="iree_bin_dir", type=Path, default=None,
                         help="folder with iree-compile/iree-run-module/iree-benchmark-module, or an "

@@ -7,6 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 from performance_report import PROVIDER_IREE, PROVIDER_NUMPY, PerformanceResult  # noqa: E402
 
@@ -110,6 +111,24 @@ def progress_plot(curves: list[tuple[str, list[float]]], path: Path) -> None:
     axis.set_ylabel("best speedup over IREE's default so far")
     axis.legend(fontsize=7)
     axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def model_plot(dispatches: list[str], before: dict[str, float], after: dict[str, float],
+               path: Path) -> None:
+    """Time per dispatch in one model call, IREE's default against the tuned model."""
+    shown = dispatches[:20]
+    figure, axis = plt.subplots(figsize=(8, 1.2 + 0.35 * len(shown)))
+    rows = np.arange(len(shown))
+    axis.barh(rows - 0.2, [before.get(d, 0.0) for d in shown], height=0.4, label="IREE default")
+    axis.barh(rows + 0.2, [after.get(d, 0.0) for d in shown], height=0.4, label="tuned (spec)")
+    axis.set_yticks(rows, [d.split("_dispatch_", 1)[-1][:40] for d in shown], fontsize=7)
+    axis.invert_yaxis()
+    axis.set_xlabel("ms per model call")
+    axis.legend(fontsize=7)
+    axis.grid(True, axis="x", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -3,7 +3,8 @@ included: the later wins), with our extra keys. Paths in [Env] are relative to t
 
     [Env]            iree_bin (optional), input_file, output_file
     [SearchSpace]    tile_m, tile_n, tile_k, block_dim_x/y/z, pipeline_depth (lists);
-                     vector_m, vector_n (CPU register block), flags (lists of iree-compile flags)
+                     vector_m, vector_n (CPU register block), peel ([0, 1]: loop
+                     peeling), flags (lists of iree-compile flags)
     [SearchStrategy] tuner = GridTuner | RandomTuner | XGBoostTuner | TPETuner (or grid, ...),
                      n_trial, early_stop, seed
 """
@@ -16,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import strategies
+import tuning_space
 from library import UserError
 
-TILE_KEYS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n")
+TILE_KEYS = tuning_space.TILE_KNOBS
 GPU_KEYS = ("block_dim_x", "block_dim_y", "block_dim_z", "pipeline_depth")
 SECTIONS = {
     "Env": ("iree_bin", "input_file", "output_file"),
@@ -53,7 +55,10 @@ def _list(key: str, text: str, kind: type) -> list:
         what = "positive integers" if kind is int else "strings"
         raise UserError(f"[SearchSpace] {key} must be a non-empty list of {what}, "
                         f"like [32, 64]; got '{text.strip()}'")
-    if kind is int and any(v <= 0 for v in value):
+    if key == "peel":
+        if not set(value) <= {0, 1}:
+            raise UserError(f"[SearchSpace] peel must be [0], [1] or [0, 1]; got '{text.strip()}'")
+    elif kind is int and any(v <= 0 for v in value):
         raise UserError(f"[SearchSpace] {key} must hold positive integers; got '{text.strip()}'")
     return value
 

@@ -72,16 +72,11 @@ def _functions(module) -> Iterator[tuple[str, object]]:
 
 def _candidates(module) -> Iterator[tuple[str, object, str]]:
     """(function, op, kind) for every contraction and convolution, in IR order."""
-    from iree.compiler.dialects import linalg
-
     for function, func in _functions(module):
         for op in modules.walk(func.operation):
-            if not op.operation.name.startswith("linalg."):
-                continue
-            if linalg.isa_contraction_op(op):
-                yield function, op, "contraction"
-            elif linalg.isa_convolution_op(op):
-                yield function, op, "convolution"
+            kind = _kind(op) if op.operation.name.startswith("linalg.") else ""
+            if kind:
+                yield function, op, kind
 
 
 def _loop_bounds(op) -> tuple[int, ...]:
@@ -114,32 +109,90 @@ def _element(value) -> str:
     return str(ir.ShapedType(value.type).element_type)
 
 
+def describe(op, index: int, function: str, kind: str) -> TunableOp:
+    """A contraction or convolution op as the tuner sees it."""
+    from iree.compiler.dialects import linalg
+
+    if kind == "contraction":
+        inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
+    else:
+        inferred, names = linalg.infer_convolution_dimensions(op), CONVOLUTION_DIMS
+    dims = tuple((n, tuple(int(i) for i in getattr(inferred, n))) for n in names)
+    operands = op.operands
+    return TunableOp(index, function, op.operation.name, kind, _loop_bounds(op), dims,
+                     tuple(str(v.type) for v in operands), _element(operands[0]),
+                     _element(operands[len(operands) - 1]))
+
+
+def _kind(op) -> str:
+    from iree.compiler.dialects import linalg
+
+    if linalg.isa_contraction_op(op):
+        return "contraction"
+    return "convolution" if linalg.isa_convolution_op(op) else ""
+
+
 def find(path: Path) -> list[TunableOp]:
     """Every tunable op of the module in `path`, in IR order."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg
 
     try:
         text = path.read_text()
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
-    found = []
     with ir.Context() as context:
         module = modules.parse(text, str(path), context)
-        for index, (function, op, kind) in enumerate(_candidates(module)):
-            if kind == "contraction":
-                inferred = linalg.infer_contraction_dimensions(op)
-                names = CONTRACTION_DIMS
-            else:
-                inferred = linalg.infer_convolution_dimensions(op)
-                names = CONVOLUTION_DIMS
-            dims = tuple((n, tuple(int(i) for i in getattr(inferred, n))) for n in names)
-            operands = op.operands
-            found.append(TunableOp(
-                index, function, op.operation.name, kind, _loop_bounds(op), dims,
-                tuple(str(v.type) for v in operands), _element(operands[0]),
-                _element(operands[len(operands) - 1])))
-    return found
+        return [describe(op, index, function, kind)
+                for index, (function, op, kind) in enumerate(_candidates(module))]
+
+
+@dataclass(frozen=True)
+class DispatchRoot:
+    """The root op of one of a model's dispatches (IREE's --iree-codegen-add-tuner-attributes)."""
+
+    dispatch: str  # the dispatch function, as --dispatch_statistics names it
+    name: str  # the root op's name
+    op: TunableOp | None  # None: not a contraction or convolution
+    lowering_config: str  # the config IREE gave it ("" if none)
+
+
+def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
+    """Root ops of the executable benchmarks IREE dumped to `folder`
+    (--iree-hal-dump-executable-benchmarks-to), by dispatch; `function` is the model's. IREE
+    marks roots only where it chose the config itself (--iree-codegen-add-tuner-attributes);
+    where a spec gave it, the configured contraction or convolution is the root."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import iree_codegen
+
+    roots = {}
+    with ir.Context() as context:
+        for path in sorted(folder.glob("*.mlir")):
+            module = modules.parse(path.read_text(), str(path), context)
+            for func in modules.walk(module.operation):
+                if func.operation.name != "func.func" or "_dispatch_" not in str(
+                        func.operation.attributes["sym_name"]):
+                    continue
+                ops = [op for op in modules.walk(func.operation) if op.operation.name.startswith("linalg.")]
+                marked = [op for op in ops if "root_op" in op.operation.attributes]
+                configured = [op for op in ops if _kind(op) and (
+                    "lowering_config" in op.operation.attributes
+                    or "compilation_info" in op.operation.attributes)]
+                if not marked and not configured:
+                    continue
+                op = (marked or configured)[-1]
+                dispatch = ir.StringAttr(func.operation.attributes["sym_name"]).value
+                kind = _kind(op)
+                attributes = op.operation.attributes
+                config = ""
+                if "compilation_info" in attributes:
+                    info = iree_codegen.CompilationInfoAttr(attributes["compilation_info"])
+                    config = str(info.lowering_config)
+                elif "lowering_config" in attributes:
+                    config = str(attributes["lowering_config"])
+                roots[dispatch] = DispatchRoot(dispatch, op.operation.name,
+                                               describe(op, -1, function, kind) if kind else None,
+                                               config)
+    return roots
 
 
 def with_configs(path: Path, configs: dict[int, str]) -> str:

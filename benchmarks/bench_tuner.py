@@ -73,7 +73,7 @@ def replay(path: Path, replays: int) -> dict[str, list[tuple[int, int]]]:
     op = tunable.find(path.with_suffix(".mlir"))[0]
     trials = pd.read_csv(path)
     trials = trials[trials["candidate"].str.startswith("tile_config_")].reset_index(drop=True)
-    points = [tuning_space.Point(*(int(r[k]) for k in tuning_space.TILE_KNOBS))
+    points = [tuning_space.Point(*(int(r.get(k, 0)) for k in tuning_space.TILE_KNOBS))
               for _, r in trials.iterrows()]
     score = np.where(trials["status"] == "ok", trials["speedup"], np.nan)
     features = np.array([tuning_space.features(op, p, L2_BYTES) for p in points])

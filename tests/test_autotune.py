@@ -86,13 +86,17 @@ def test_list_shows_every_tunable_op_of_a_multi_op_module():
 
 
 def test_a_multi_op_module_tunes_each_op_in_its_function(tmp_path):
+    """Peeled points only, so that IREE is seen applying the loop-peeling translation too."""
     output = tmp_path / "multi.csv"
+    (tmp_path / "peel.cfg").write_text("[SearchSpace]\npeel = [1]\n")
     result = run_script("autotune.py", "--input", DATA / "multi_op.mlir", "--op", "0,1",
-                        "--n-trial", "2", "--flags=", "--tuner", "random", "--output", output, *QUICK)
+                        "--config", tmp_path / "peel.cfg", "--n-trial", "2", "--flags=",
+                        "--tuner", "random", "--output", output, *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     trials = pd.read_csv(output)
     assert sorted(set(trials["op"])) == [0, 1] and len(trials) == 4
     assert (trials["status"] == "ok").all() and set(trials["function"]) == {"mlp"}
+    assert (trials["config_applied"] == "yes").all() and (trials["peel"] == 1).all()
     best = (tmp_path / "multi_best.mlir").read_text()
     assert best.count("compilation_info = #") == 2
 
@@ -127,6 +131,7 @@ def test_a_killed_run_resumes_without_measuring_finished_trials(tmp_path):
     ({"block_dim_x": "[1024]"}, "reaches 2048 threads"),
     ({"tile_k": "[100000]"}, "no valid tile config in tile_m=[64, 128], tile_n=[32, 64], tile_k=[100000]"),
     ({"tuner": "SimulatedTuner"}, "tuner SimulatedTuner is unknown"),
+    ({"tile_m": "[64]\npeel = [2]"}, "peel must be [0], [1] or [0, 1]"),
 ])
 def test_bad_config_files_are_one_line_errors(tmp_path, replace, message):
     result = run_script("autotune.py", "--config", seed_config(tmp_path, replace=replace))

@@ -43,6 +43,18 @@ def test_configuration_tiles_only_the_innermost_m_and_n_loops():
     assert "DoubleTilingExpert" in config.translation_info
 
 
+def test_peeled_points_exist_only_where_a_tile_leaves_a_remainder():
+    space = tuning_space.build(MATMUL, AVX2, {}, {})
+    peeled = [p for p in space.tiles if p.peel]
+    assert peeled and all(500 % p.tile_m or 384 % p.tile_n for p in peeled)
+    assert any(not p.peel and 384 % p.tile_n == 0 and 500 % p.tile_m for p in space.tiles)
+    unpeeled = {p.name for p in space.tiles if not p.peel}
+    assert all(p.name.removesuffix("_peel") in unpeeled for p in peeled)
+    for p in space.tiles:
+        translation = tuning_space.configuration(MATMUL, p).translation_info
+        assert translation.endswith("DoubleTilingExpert>, {enable_loop_peeling}>") == bool(p.peel)
+
+
 def test_user_lists_narrow_the_space():
     space = tuning_space.build(MATMUL, AVX2, {"tile_m": [64], "tile_k": [8, 16]}, {})
     assert {p.tile_m for p in space.points} == {64} and {p.tile_k for p in space.points} <= {8, 16}

@@ -1,0 +1,83 @@
+"""autotune.py --model with the real tools on small torch models exported by iree-turbine
+(tests/data/export_models.py): the dispatches are found, a spec is checked to apply, the
+outputs agree, a spec that matches nothing is reported, and the tuning loop runs end to end."""
+import pandas as pd
+import pytest
+
+from conftest import DATA_DIR as DATA, run_script
+
+MLP = DATA / "mlp_torch.mlir"
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2"]
+FIRST_MATMUL = ("tensor<64x256xf32>", "tensor<512x256xf32>", "tensor<64x512xf32>")
+
+
+def matmul_spec(path, operand_types):
+    """A tuning spec giving the MLP's first Linear (or whatever has these types) a tile config."""
+    import tuning_space
+    import tuning_spec
+    from tunable import TunableOp
+    op = TunableOp(0, "main", "linalg.matmul", "contraction", (64, 512, 256),
+                   (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))), operand_types, "f32", "f32")
+    config = tuning_space.configuration(op, tuning_space.Point(32, 64, 8, 8, 16))
+    path.write_text(tuning_spec.spec([(op, config)]))
+    return path
+
+
+def test_list_ranks_the_dispatches_of_a_torch_mlp():
+    result = run_script("autotune.py", "--input", MLP, "--model", "--list", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if "_dispatch_" in line]
+    assert len(lines) == 2
+    shapes = {"m=64 n=512 k=256", "m=64 n=256 k=512"}
+    assert {s for s in shapes for line in lines if s in line} == shapes
+    assert all("linalg.matmul" in line and "(hot)" in line for line in lines)
+
+
+def test_the_conv_block_convs_are_found_as_generics():
+    result = run_script("autotune.py", "--input", DATA / "conv_block_torch.mlir", "--model",
+                        "--list", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    convs = [line for line in result.stdout.splitlines() if "_conv_" in line]
+    assert len(convs) == 2 and all("linalg.generic" in c and "filter=3x3" in c for c in convs)
+
+
+def test_a_spec_applies_to_the_model_and_outputs_agree(tmp_path):
+    spec = matmul_spec(tmp_path / "spec.mlir", FIRST_MATMUL)
+    result = run_script("autotune.py", "--input", MLP, "--model", "--spec", spec,
+                        "--output", tmp_path / "checked.csv", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Tuning spec {spec}: applies as intended" in result.stdout
+    assert "Outputs: agree (max abs err" in result.stdout
+    assert any(line.startswith("Model: ") for line in result.stdout.splitlines())
+    report = (tmp_path / "checked_model_report.md").read_text()
+    assert "Outputs: agree" in report and (tmp_path / "checked_model.png").stat().st_size > 0
+
+
+def test_a_spec_that_matches_nothing_is_reported(tmp_path):
+    spec = matmul_spec(tmp_path / "spec.mlir", ("tensor<7x256xf32>", "tensor<512x256xf32>",
+                                                "tensor<7x512xf32>"))
+    result = run_script("autotune.py", "--input", MLP, "--model", "--spec", spec,
+                        "--output", tmp_path / "checked.csv", *QUICK)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Spec problem: spec entry match_op0_matmul matches no dispatch" in result.stdout
+
+
+def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):
+    output = tmp_path / "mlp.csv"
+    args = ["autotune.py", "--input", MLP, "--model", "--output", output, "--n-trial", "2",
+            "--tuner", "random", *QUICK]
+    result = run_script(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranking = pd.read_csv(tmp_path / "mlp_dispatches.csv")
+    assert len(ranking) == 2 and (ranking["hot"] == "yes").all()
+    assert ranking["share"].sum() == pytest.approx(1.0)
+    trials = pd.read_csv(output)
+    assert sorted(set(trials["op"])) == [0, 1] and len(trials) == 4
+    assert (trials["status"] == "ok").all() and (trials["config_applied"] == "yes").all()
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("Outputs: ") for line in lines)
+    assert any(line.startswith("Model: ") for line in lines)
+    assert (tmp_path / "mlp_model_report.md").is_file() and (tmp_path / "mlp_model.png").is_file()
+    again = run_script(*args)
+    assert again.returncode == 0 and "resuming after 2 finished trials" in again.stdout
+    assert len(pd.read_csv(output)) == 4
