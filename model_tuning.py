@@ -121,9 +121,7 @@ def run_model(args, s) -> int:
 # --------------------------------------------------------------------------------------------
 def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
     """The ranking: every dispatch of the default build, its calls and time per model call."""
-    bench = Benchmark(tuner.tools, tuner.default.vmfb, tuner.function, tuner.device,
-                      tuner.inputs[tuner.function], flags=tuner.run_flags,
-                      timeout=tuner.args.run_timeout, dispatch_statistics=True)
+    bench = tuner.benchmark(tuner.default, tuner.function)
     for _ in range(SURVEY_SAMPLES):
         sample = bench.sample(seconds / SURVEY_SAMPLES)
         if not sample.ok:
@@ -282,11 +280,8 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path, default_r
     builds = {DEFAULT: tuner.default, "tuned": tuned}
     if not tiled.reason:
         builds["data_tiling"] = tiled
-    benches = {}
-    for name, build in builds.items():
-        benches[name] = Benchmark(tuner.tools, build.vmfb, function, tuner.device,
-                                  tuner.inputs[function], flags=tuner.run_flags,
-                                  timeout=tuner.args.run_timeout, dispatch_statistics=True)
+    tuner.focus = ()  # the whole model's dispatches now
+    benches = {name: tuner.benchmark(build, function) for name, build in builds.items()}
     start = time.perf_counter()
     measured = measure([Candidate(n, b.sample) for n, b in benches.items()], DEFAULT,
                        Protocol(time_budget=seconds))
@@ -316,9 +311,7 @@ def model_line(speedup: stats.Estimate | None) -> str:
         return "Model: unchanged (no tuning spec)"
     if not stats.significant(speedup, stats.MIN_EFFECT):
         return "Model: no significant difference"
-    if speedup.median > 1:
-        return f"Model: faster by {speedup.median:.2f}x {speedup.interval('.2f')}"
-    return f"Model: slower by {1 / speedup.median:.2f}x [{1 / speedup.high:.2f}, {1 / speedup.low:.2f}]"
+    return f"Model: {stats.direction(speedup)}"
 
 
 def outputs_line(result: ModelResult) -> str:

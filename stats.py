@@ -87,15 +87,21 @@ def significant(ratio: Estimate, min_effect: float) -> bool:
     return ratio.low > 1 + min_effect or ratio.high < 1 / (1 + min_effect)
 
 
+def direction(ratio: Estimate) -> str:
+    """`faster by 2.10x [1.95, 2.24]` or `slower by 1.05x [1.02, 1.08]` (a slowdown inverted,
+    so its numbers read above 1 too)."""
+    if ratio.median > 1:
+        return f"faster by {ratio.median:.2f}x {ratio.interval('.2f')}"
+    return f"slower by {1 / ratio.median:.2f}x [{1 / ratio.high:.2f}, {1 / ratio.low:.2f}]"
+
+
 def verdict(name: str, baseline: str, ratio: Estimate, min_effect: float) -> str:
     """`dt faster than base by 2.10x [1.95, 2.24]`, or no significant difference."""
     if not significant(ratio, min_effect):
         return (f"{name} vs {baseline}: no significant difference "
                 f"({ratio.median:.2f}x {ratio.interval('.2f')})")
-    if ratio.median > 1:
-        return f"{name} faster than {baseline} by {ratio.median:.2f}x {ratio.interval('.2f')}"
-    return (f"{name} slower than {baseline} by {1 / ratio.median:.2f}x "
-            f"[{1 / ratio.high:.2f}, {1 / ratio.low:.2f}]")
+    faster_or_slower, rest = direction(ratio).split(" by ", 1)
+    return f"{name} {faster_or_slower} than {baseline} by {rest}"
 
 
 def drift(samples: Sequence[float]) -> float:
