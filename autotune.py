@@ -245,6 +245,11 @@ class Tuner:
     def signature_source(self) -> Path:
         return self.s.input
 
+    def tile_outputs(self) -> str:
+        """Where a winning tile config is written."""
+        stem = self.s.output.stem
+        return f"{stem}_tuning_spec.mlir or {stem}_best.mlir"
+
     def build(self, name: str, text: str | None, flags: Sequence[str],
               config=None) -> Build:
         """Compile the module (or `text`) with extra flags; with `config`, check it applied."""
@@ -529,10 +534,8 @@ def report(tuner: Tuner, result: OpResult) -> None:
         log("  answer: keep IREE's default (no candidate's interval clears it)")
     else:
         speedup = result.confirmed[result.winner].speedup
-        stem = tuner.s.output.stem
-        how = (f"its flags for the whole module ({stem}_best_flags.txt)"
-               if result.winner.startswith("flags_")
-               else f"{stem}_tuning_spec.mlir or {stem}_best.mlir")
+        how = (f"its flags for the whole module ({tuner.s.output.stem}_best_flags.txt)"
+               if result.winner.startswith("flags_") else tuner.tile_outputs())
         log(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} faster "
             f"than IREE's default; use {how}")
 

@@ -229,9 +229,17 @@ class CompileRecord:
             return None
 
 
+SPEC_FLAG = "--iree-codegen-tuning-spec-path"
+NO_THREADS = "--mlir-disable-threading"
+
+
 def compile_command(tools: IreeTools, target: Target, source: Path, output: Path,
                     flags: list[str]) -> list[str]:
     """The one place that builds iree-compile command lines."""
+    if any(flag.startswith(SPEC_FLAG) for flag in flags) and NO_THREADS not in flags:
+        # IREE 3.13 deadlocks now and then (3 compiles in 30 here) when threads load the
+        # tuning spec together (getOrLoadTransformLibraryModule); one thread never did.
+        flags = [*flags, NO_THREADS]
     return [str(tools.compile), str(source), *target.compiler_flags(), *flags, "-o", str(output)]
 
 

@@ -30,13 +30,13 @@ from autotune import (DEFAULT, Build, Log, OpResult, Tuner, TrialWriter, confirm
                       prepare, report, search)
 from launchers import Benchmark, compile_command, run
 from library import TuningConfiguration, UserError
-from measurement import Candidate, Protocol, measure
+from measurement import Candidate, Outcome, Protocol, measure
 from plots import model_plot
 
 COVERAGE = 0.9  # hot dispatches: the top ones that together take this share of the time
 SURVEY_SAMPLES = 3
 RANKING_COLUMNS = ["rank", "dispatch", "root", "shape", "types", "target", "calls", "ms", "share",
-                   "cumulative_share", "hot"]
+                   "cumulative_share", "hot", "not_tunable"]
 # Root ops are marked for the spec check; executables are dumped to find them.
 SURVEY_FLAGS = ["--iree-codegen-add-tuner-attributes"]
 
@@ -71,6 +71,9 @@ class ModelTuner(Tuner):
 
     def signature_source(self) -> Path:
         return self.lowered
+
+    def tile_outputs(self) -> str:
+        return f"{self.s.output.stem}_tuning_spec.mlir (with the other targets' winners)"
 
     def build_point(self, op, point, name: str) -> Build:
         config = tuning_space.configuration(op, point)
@@ -136,14 +139,15 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
     for rank, name in enumerate(sorted(ms, key=ms.get, reverse=True), 1):
         root = roots.get(name)
         op = root.op if root else None
-        target = ""
-        if op is not None and not tuning_space.tunable_reason(op):
+        target, why = "", tuning_space.tunable_reason(op) if op else ""
+        if op is not None and not why:
             target = keys.setdefault((op.name, op.operand_types), len(keys))
         cumulative += ms[name] / total
         rows.append({"rank": rank, "dispatch": name, "root": root.name if root else "",
                      "shape": op.shape if op else "", "types": op.types if op else "",
                      "target": target, "calls": names[name][0], "ms": ms[name],
-                     "share": ms[name] / total, "cumulative_share": cumulative, "hot": ""})
+                     "share": ms[name] / total, "cumulative_share": cumulative, "hot": "",
+                     "not_tunable": why})
     return rows
 
 
@@ -198,7 +202,8 @@ def print_ranking(rows: list[dict], log) -> None:
     for row in rows:
         root = f"{row['root']} {row['shape']}".strip() or "-"
         tag = (f"{row['target']}" + (" (hot)" if row["hot"] == "yes" else "")
-               if row["target"] != "" else "not tunable")
+               if row["target"] != "" else
+               "not tunable" + (f": {row['not_tunable']}" if row["not_tunable"] else ""))
         log(f"{int(row['rank']):>4} {row['dispatch'][:48]:<48} {root:<58} "
             f"{float(row['calls']):>5.0f} {float(row['ms']):>8.4f} {float(row['share']):>6.1%}  {tag}")
 
@@ -258,34 +263,41 @@ class ModelResult:
     outputs_ok: bool
     max_abs: float
     speedup: stats.Estimate | None
-    data_tiling: stats.Estimate | None
+    data_tiling: stats.Estimate | None  # IREE's data tiling against its default
+    over_data_tiling: stats.Estimate | None  # the tuned model against IREE's data tiling
     per_target: dict[int, stats.Estimate]  # target number -> speedup of its dispatches
     default_ms: dict[str, float]  # dispatch -> ms in the final session
     tuned_ms: dict[str, float]
+
+
+def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
+               ) -> tuple[dict[str, Outcome], dict[str, Benchmark]]:
+    """The whole model's builds, and IREE's data tiling beside them, in interleaved rounds."""
+    tiled = tuner.build("model_data_tiling", None,
+                        shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))
+    if not tiled.reason:
+        builds = {**builds, "data_tiling": tiled}
+    tuner.focus = ()  # the whole model's dispatches now
+    benches = {name: tuner.benchmark(build, tuner.function) for name, build in builds.items()}
+    start = time.perf_counter()
+    measured = measure([Candidate(n, b.sample) for n, b in benches.items()], DEFAULT,
+                       Protocol(time_budget=seconds))
+    tuner.log.phase("model", time.perf_counter() - start)
+    return measured.outcomes, benches
 
 
 def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path, default_roots: dict,
                   targets_by_number: dict[int, Target], seconds: float) -> ModelResult:
     """Compile the model with the spec, check every entry, verify, and time it against the
     default (and IREE's data tiling) in interleaved rounds."""
-    log, function = tuner.log, tuner.function
+    function = tuner.function
     tuned, tuned_roots = tuner.build_surveyed("model_tuned",
                                               [f"--iree-codegen-tuning-spec-path={spec.resolve()}"])
     if tuned.reason:
         raise UserError(f"the model does not compile with {spec}: {tuned.reason}")
     problems = check_spec(entries, default_roots, tuned_roots)
     status, reason, worst = tuner.verify(tuned, function)
-    flags = shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"])
-    tiled = tuner.build("model_data_tiling", None, flags)
-    builds = {DEFAULT: tuner.default, "tuned": tuned}
-    if not tiled.reason:
-        builds["data_tiling"] = tiled
-    tuner.focus = ()  # the whole model's dispatches now
-    benches = {name: tuner.benchmark(build, function) for name, build in builds.items()}
-    start = time.perf_counter()
-    measured = measure([Candidate(n, b.sample) for n, b in benches.items()], DEFAULT,
-                       Protocol(time_budget=seconds))
-    log.phase("model", time.perf_counter() - start)
+    outcome, benches = time_model(tuner, {DEFAULT: tuner.default, "tuned": tuned}, seconds)
     rounds = min(len(benches[DEFAULT].rows), len(benches["tuned"].rows))
     before, after = benches[DEFAULT].rows[-rounds:], benches["tuned"].rows[-rounds:]
     per_target = {}
@@ -298,10 +310,11 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path, default_r
     def medians(rows):
         return {d: float(np.median([r[d][1] for r in rows if d in r])) for d in rows[-1]} if rows else {}
 
-    outcome = measured.outcomes
+    tiling = outcome.get("data_tiling")
+    timed = tiling is not None and not tiling.reason and not outcome["tuned"].reason
     return ModelResult(spec, problems, status == "ok", worst if not reason else math.nan,
-                       outcome["tuned"].speedup,
-                       outcome["data_tiling"].speedup if "data_tiling" in outcome else None,
+                       outcome["tuned"].speedup, tiling.speedup if tiling else None,
+                       stats.speedup(tiling.samples, outcome["tuned"].samples) if timed else None,
                        per_target, medians(before), medians(after))
 
 
@@ -321,6 +334,16 @@ def outputs_line(result: ModelResult) -> str:
     return f"Outputs: {word} (max abs err {result.max_abs:.2g})"
 
 
+def data_tiling_lines(result: ModelResult) -> list[str]:
+    """IREE's other answer, its data tiling and ukernels, against its default and the spec."""
+    lines = []
+    for estimate, what in ((result.data_tiling, "IREE data tiling + ukernels against IREE's default"),
+                           (result.over_data_tiling, "the tuned model against IREE data tiling")):
+        if estimate is not None and estimate.n:
+            lines.append(f"{what}: {estimate.median:.2f}x {estimate.interval('.2f')}")
+    return lines
+
+
 def write_report(path: Path, rows: list[dict], result: ModelResult, tuned_targets: set[int]) -> None:
     lines = ["# Model tuning report", "",
              f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
@@ -334,10 +357,7 @@ def write_report(path: Path, rows: list[dict], result: ModelResult, tuned_target
                      f"{float(row['share']):.1%} | {result.default_ms.get(row['dispatch'], math.nan):.4f} | "
                      f"{result.tuned_ms.get(row['dispatch'], math.nan):.4f} | {shown} | "
                      f"{'yes' if number in tuned_targets else 'no'} |")
-    data_tiling = (f"{result.data_tiling.median:.2f}x {result.data_tiling.interval('.2f')}"
-                   if result.data_tiling else "not timed")
-    lines += ["", outputs_line(result), model_line(result.speedup),
-              f"IREE data tiling + ukernels against IREE's default: {data_tiling}",
+    lines += ["", outputs_line(result), model_line(result.speedup), *data_tiling_lines(result),
               "(times: the summed time of the model's dispatches per call, interleaved rounds)"]
     if result.problems:
         lines += ["", "Spec problems:", *(f"- {p}" for p in result.problems)]
@@ -407,7 +427,9 @@ def tune(tuner: ModelTuner, args, cpu) -> int:
         log("No tuned config beat IREE's default inside the model: no tuning spec")
         spec.unlink(missing_ok=True)
         ms = {row["dispatch"]: float(row["ms"]) for row in rows}
-        result = ModelResult(None, [], True, 0.0, None, None, {}, ms, ms)
+        tiling = time_model(tuner, {DEFAULT: tuner.default}, args.confirm_seconds)[0].get("data_tiling")
+        result = ModelResult(None, [], True, 0.0, None, tiling.speedup if tiling else None, None,
+                             {}, ms, ms)
     return conclude(tuner, rows, result, set(winners), stem)
 
 
@@ -421,9 +443,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_tar
                                              else f"{len(result.problems)} problem(s)"))
     log(outputs_line(result))
     log(model_line(result.speedup))
-    if result.data_tiling is not None:
-        log(f"(IREE data tiling + ukernels against IREE's default: {result.data_tiling.median:.2f}x "
-            f"{result.data_tiling.interval('.2f')})")
+    for line in data_tiling_lines(result):
+        log(f"({line})")
     report_path, plot = Path(f"{stem}_model_report.md"), Path(f"{stem}_model.png")
     write_report(report_path, rows, result, tuned_targets)
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)

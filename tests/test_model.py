@@ -39,6 +39,43 @@ def test_the_conv_block_convs_are_found_as_generics():
     assert result.returncode == 0, result.stdout + result.stderr
     convs = [line for line in result.stdout.splitlines() if "_conv_" in line]
     assert len(convs) == 2 and all("linalg.generic" in c and "filter=3x3" in c for c in convs)
+    assert all("not tunable: IREE drops any config on a batch-1 2-D convolution" in c
+               for c in convs)
+
+
+def test_batch2_convs_are_tuned_inside_the_model(tmp_path):
+    """The conv generics get their candidates' configs through one-entry specs."""
+    output = tmp_path / "conv.csv"
+    result = run_script("autotune.py", "--input", DATA / "conv_block_batch2_torch.mlir", "--model",
+                        "--output", output, "--top", "1", "--n-trial", "2", "--tuner", "random",
+                        *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "target 0: linalg.generic batch=2 out=32x32 f=32 filter=3x3 c=32" in result.stdout
+    trials = pd.read_csv(output)
+    assert len(trials) == 2 and (trials["status"] == "ok").all()
+    assert (trials["config_applied"] == "yes").all()
+
+
+def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path):
+    """Why batch-1 2-D convs are listed as not tunable: when IREE keeps a config on them, this
+    fails and the rule in tuning_space.tunable_reason should go."""
+    import tunable
+    import tuning_space
+    from launchers import compile_command, resolve_target, run
+    from library import Target
+    target = resolve_target(tools, Target())
+    conv = tunable.find(DATA / "multi_op.mlir")[2]
+    assert conv.size("batch") == 1 and "batch-1" in tuning_space.tunable_reason(conv)
+    point = tuning_space.build(conv, target.resolved_cpu(), {}, {}).tiles[0]
+    config = tuning_space.configuration(conv, point)
+    source = tmp_path / "conv.mlir"
+    source.write_text(tunable.with_configs(DATA / "multi_op.mlir", {conv.index: config.compilation_info}))
+    dump = tmp_path / "configs"
+    result = run(compile_command(tools, target, source, tmp_path / "conv.vmfb",
+                                 [f"--iree-hal-dump-executable-configurations-to={dump}"]), 300)
+    assert result.ok, result.failure("iree-compile", 300)
+    distribution = config.compilation_info.split("distribution = ")[1].split("]")[0] + "]"
+    assert distribution not in "".join(p.read_text() for p in dump.glob("*.mlir"))
 
 
 def test_a_spec_applies_to_the_model_and_outputs_agree(tmp_path):
