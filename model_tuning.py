@@ -277,6 +277,8 @@ def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
                         shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))
     if not tiled.reason:
         builds = {**builds, "data_tiling": tiled}
+    else:
+        tuner.log(f"(IREE data tiling + ukernels: not timed, {tiled.reason.splitlines()[0][:160]})")
     tuner.focus = ()  # the whole model's dispatches now
     benches = {name: tuner.benchmark(build, tuner.function) for name, build in builds.items()}
     start = time.perf_counter()

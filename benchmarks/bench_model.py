@@ -69,7 +69,7 @@ def main() -> int:
             target = (f"{row.target}{' (hot)' if row.hot == 'yes' else ''}" if row.target != ""
                       else "not tunable")
             print(f"{row.rank:>4} {row.dispatch[:50]:<50} {(row.root + ' ' + row.shape)[:58]:<58} "
-                  f"{row.calls:>5} {row.ms:>8.4f} {row.share:>6.1%}  {target}")
+                  f"{int(row.calls):>5} {row.ms:>8.4f} {row.share:>6.1%}  {target}")
         print("\nper target, inside the model:")
         for line in lines:
             if line.startswith("target ") or line.startswith("  answer:"):
