@@ -44,7 +44,7 @@ import strategies
 import tunable
 import tuning_space
 import tuning_spec
-from launchers import (Benchmark, IreeTools, check_runnable, compile_command,
+from launchers import (SPEC_FLAG, Benchmark, IreeTools, check_runnable, compile_command,
                        configuration_applied, resolve_target, run, run_module)
 from library import Device, Target, UserError
 from measurement import Candidate, Protocol, measure
@@ -551,7 +551,7 @@ def export(tuner: Tuner, results: list[OpResult]) -> None:
         best.write_text(tunable.with_configs(s.input, {op.index: c.compilation_info for op, c in tuned}))
         spec = output.with_name(output.stem + "_tuning_spec.mlir")
         spec.write_text(tuning_spec.spec(tuned))
-        check = tuner.build("spec_check", None, [f"--iree-codegen-tuning-spec-path={spec.resolve()}"])
+        check = tuner.build("spec_check", None, [f"{SPEC_FLAG}={spec.resolve()}"])
         if check.reason:
             log(f"Tuning spec {spec}: does NOT compile: {check.reason}")
         else:

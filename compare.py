@@ -29,8 +29,8 @@ import pandas as pd
 import modules
 import options
 import stats
-from launchers import (Benchmark, CompileRecord, IreeTools, check_runnable, compile_command,
-                       resolve_target, run, run_module)
+from launchers import (SPEC_FLAG, Benchmark, CompileRecord, IreeTools, check_runnable,
+                       compile_command, resolve_target, run, run_module)
 from library import UserError
 from manifest import Manifest, select
 from measurement import Candidate, Measurement, Protocol, measure
@@ -127,7 +127,7 @@ def split_variant(value: str, default_module: Path) -> tuple[Path, list[str]]:
             if "transform.named_sequence" not in text:
                 module = path
             elif "iree_codegen.tuning_spec_entrypoint" in text:
-                flags.append(f"--iree-codegen-tuning-spec-path={path}")
+                flags.append(f"{SPEC_FLAG}={path}")
             else:
                 flags.append(f"--iree-preprocessing-transform-spec-filename={path}")
     return module, flags

@@ -28,7 +28,7 @@ import tuning_space
 import tuning_spec
 from autotune import (DEFAULT, Build, Log, OpResult, Tuner, TrialWriter, confirm, load_trials,
                       prepare, report, search)
-from launchers import Benchmark, compile_command, run
+from launchers import SPEC_FLAG, Benchmark, compile_command, run
 from library import TuningConfiguration, UserError
 from measurement import Candidate, Outcome, Protocol, measure
 from plots import model_plot
@@ -64,6 +64,7 @@ class ModelTuner(Tuner):
     of the current target's dispatches inside the model."""
 
     focus: tuple[str, ...] = ()  # the dispatches of the target being tuned
+    data_tiling: Build | None = None  # the model with IREE's data tiling, compiled once
 
     def __init__(self, args, s, tools, target, log, lowered: Path, function: str):
         self.lowered, self.function = lowered, function
@@ -79,7 +80,7 @@ class ModelTuner(Tuner):
         config = tuning_space.configuration(op, point)
         spec = self.work / f"{name}_spec.mlir"
         spec.write_text(tuning_spec.spec([(op, config)]))
-        return self.build(name, None, [f"--iree-codegen-tuning-spec-path={spec}"], config)
+        return self.build(name, None, [f"{SPEC_FLAG}={spec}"], config)
 
     def benchmark(self, build: Build, function: str) -> Benchmark:
         bench = super().benchmark(build, function)
@@ -273,8 +274,10 @@ class ModelResult:
 def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
                ) -> tuple[dict[str, Outcome], dict[str, Benchmark]]:
     """The whole model's builds, and IREE's data tiling beside them, in interleaved rounds."""
-    tiled = tuner.build("model_data_tiling", None,
-                        shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))
+    if tuner.data_tiling is None:  # measured again after each drop from the spec
+        tuner.data_tiling = tuner.build("model_data_tiling", None,
+                                        shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))
+    tiled = tuner.data_tiling
     if not tiled.reason:
         builds = {**builds, "data_tiling": tiled}
     else:
@@ -292,13 +295,12 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path, default_r
                   targets_by_number: dict[int, Target], seconds: float) -> ModelResult:
     """Compile the model with the spec, check every entry, verify, and time it against the
     default (and IREE's data tiling) in interleaved rounds."""
-    function = tuner.function
     tuned, tuned_roots = tuner.build_surveyed("model_tuned",
-                                              [f"--iree-codegen-tuning-spec-path={spec.resolve()}"])
+                                              [f"{SPEC_FLAG}={spec.resolve()}"])
     if tuned.reason:
         raise UserError(f"the model does not compile with {spec}: {tuned.reason}")
     problems = check_spec(entries, default_roots, tuned_roots)
-    status, reason, worst = tuner.verify(tuned, function)
+    status, reason, worst = tuner.verify(tuned, tuner.function)
     outcome, benches = time_model(tuner, {DEFAULT: tuner.default, "tuned": tuned}, seconds)
     rounds = min(len(benches[DEFAULT].rows), len(benches["tuned"].rows))
     before, after = benches[DEFAULT].rows[-rounds:], benches["tuned"].rows[-rounds:]
