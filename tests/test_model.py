@@ -56,14 +56,18 @@ def test_batch2_convs_are_tuned_inside_the_model(tmp_path):
     assert (trials["config_applied"] == "yes").all()
 
 
-def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path):
-    """Why batch-1 2-D convs are listed as not tunable: when IREE keeps a config on them, this
-    fails and the rule in tuning_space.tunable_reason should go."""
+@pytest.mark.parametrize("cpu, triple", [("host", None), ("haswell", None),
+                                        ("skylake-avx512", None),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path, cpu, triple):
+    """Why batch-1 2-D convs are listed as not tunable, on every SIMD family (cross-compiled):
+    when IREE keeps a config on them, this fails and the rule in tuning_space.tunable_reason
+    should go."""
     import tunable
     import tuning_space
     from launchers import compile_command, resolve_target, run
     from library import Target
-    target = resolve_target(tools, Target())
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     conv = tunable.find(DATA / "multi_op.mlir")[2]
     assert conv.size("batch") == 1 and "batch-1" in tuning_space.tunable_reason(conv)
     point = tuning_space.build(conv, target.resolved_cpu(), {}, {}).tiles[0]
