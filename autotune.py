@@ -27,6 +27,7 @@ import math
 import os
 import shlex
 import shutil
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+import cluster
 import modules
 import options
 import scheduler_config
@@ -45,7 +47,7 @@ import tunable
 import tuning_space
 import tuning_spec
 from launchers import (SPEC_FLAG, Benchmark, IreeTools, check_runnable, compile_command,
-                       configuration_applied, resolve_target, run, run_module)
+                       configuration_applied, resolve_target, run_module)
 from library import Device, Target, UserError
 from measurement import Candidate, Protocol, measure
 from plots import progress_plot
@@ -56,7 +58,7 @@ DEFAULT = "default"
 COLUMNS = ["op", "function", "trial", "candidate", *tuning_space.TILE_KNOBS,
            "flags", "status", "reason", "config_applied", "verified", "max_abs_err",
            "median_ms", "ci_low_ms", "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
-           "default_ms", "compile_s", "strategy"]
+           "default_ms", "compile_s", "compiled_on", "timed_on", "strategy"]
 # status of a trial; only "ok" trials have a speedup
 OK, COMPILE_FAILED, NOT_APPLIED, RUN_FAILED, WRONG, TIMING_FAILED = (
     "ok", "compile-failed", "config-not-applied", "run-failed", "wrong-result", "timing-failed")
@@ -110,6 +112,7 @@ def parser() -> options.ArgumentParser:
                         "(default: 20)")
     p.add_argument("-j", "--jobs", type=options.parse_num_cpu, default=os.cpu_count() or 1,
                    help="parallel iree-compile processes (default: all cores)")
+    cluster.add_arguments(p)
     options.add_timeouts(p, 300.0, 120.0)
     options.add_iree_bin_dir(p)
     options.add_target(p, recorded=False)
@@ -226,13 +229,17 @@ class Build:
     reason: str = ""
     applied: str = "n.a."
     compile_seconds: float = 0.0
+    compiled_on: str = "local"
 
 
 class Tuner:
     """Compiles, verifies and times candidates of the user's module against IREE's default."""
 
-    def __init__(self, args, s: Settings, tools: IreeTools, target, log: Log):
+    def __init__(self, args, s: Settings, tools: IreeTools, target, log: Log,
+                 builder: cluster.Builder):
         self.args, self.s, self.tools, self.target, self.log = args, s, tools, target, log
+        self.builder = builder
+        self.jobs = builder.slots or args.jobs  # compiles at once: here, or on the cluster
         self.work = s.output.with_name(s.output.stem + "_work")
         self.work.mkdir(parents=True, exist_ok=True)
         self.device = options.runtime_device(args, target)
@@ -258,11 +265,11 @@ class Tuner:
             source = self.work / f"{name}.mlir"
             source.write_text(text)
         vmfb, configs = self.work / f"{name}.vmfb", self.work / f"{name}_configs"
-        command = compile_command(self.tools, self.target, source, vmfb,
-                                  [*flags, f"--iree-hal-dump-executable-configurations-to={configs}"])
-        result = run(command, self.args.compile_timeout)
+        flags = [*flags, f"--iree-hal-dump-executable-configurations-to={configs}"]
+        result = self.builder.compile(source, vmfb, flags, self.args.compile_timeout)
+        command = compile_command(self.tools, self.target, source, vmfb, flags)
         (self.work / f"{name}.compile.log").write_text(f"$ {shlex.join(command)}\n{result.stderr}")
-        build = Build(name, compile_seconds=result.seconds)
+        build = Build(name, compile_seconds=result.seconds, compiled_on=result.compiled_on)
         if not result.ok:
             build.reason = result.failure("iree-compile", self.args.compile_timeout)
             return build
@@ -443,13 +450,14 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
         return tuner.build_point(op, point, f"op{op.index}_{point.name}")
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=tuner.args.jobs) as pool:
+    with ThreadPoolExecutor(max_workers=tuner.jobs) as pool:
         builds = list(pool.map(compile_one, points))
     log.phase("compile", time.perf_counter() - start)
     start = time.perf_counter()
     timed = []
     for row, build in zip(rows, builds):
         row["compile_s"] = round(build.compile_seconds, 2)
+        row["compiled_on"] = build.compiled_on
         row["config_applied"] = build.applied
         if build.reason:
             row["status"], row["reason"] = COMPILE_FAILED, build.reason
@@ -476,7 +484,7 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
             row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
                        ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
                        speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high,
-                       default_ms=default.runtime.median)
+                       default_ms=default.runtime.median, timed_on=socket.gethostname())
     for build in builds:  # keep the work folder small: vmfbs and dumps are rebuilt when needed
         if build.vmfb is not None:
             build.vmfb.unlink(missing_ok=True)
@@ -583,8 +591,8 @@ def plot_progress(results: list[OpResult], path: Path) -> None:
     progress_plot(curves, path)
 
 
-def prepare(args, s: Settings) -> tuple[IreeTools, Target]:
-    """Checks the output, finds the tools, resolves the target."""
+def prepare(args, s: Settings) -> tuple[IreeTools, Target, cluster.Builder]:
+    """Checks the output, finds the tools, resolves the target, connects to the cluster."""
     if s.output is None:
         raise UserError("give --output X.csv (or output_file in the config's [Env])")
     if s.output.suffix != ".csv":
@@ -598,7 +606,7 @@ def prepare(args, s: Settings) -> tuple[IreeTools, Target]:
         s.output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"cannot write {s.output}: {error.strerror}") from None
-    return tools, target
+    return tools, target, cluster.Builder.from_args(args, tools, target, tools.version())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -614,7 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not found:
         raise UserError(f"{s.input} has no tunable op (contraction or convolution)")
     chosen = choose_ops(found, s.ops)
-    tools, target = prepare(args, s)
+    tools, target, builder = prepare(args, s)
     cpu = target.resolved_cpu()
     spaces = []
     for op in chosen:
@@ -634,7 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for op, space in zip(chosen, spaces):
         log(f"  op {op.index}: {op.name} {op.shape} ({op.types}) in {op.function}: "
             f"{len(space.tiles)} tile configs, {len(space.points) - len(space.tiles)} flag points")
-    tuner = Tuner(args, s, tools, target, log)
+    tuner = Tuner(args, s, tools, target, log, builder)
     start = time.perf_counter()
     tuner.default = tuner.build(DEFAULT, None, [])
     if tuner.default.reason:
@@ -655,6 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot_progress(results, progress)
     log(f"Trials: {s.output}; progress plot: {progress}")
     log.timings()
+    log(tuner.builder.summary())
     return 0
 
 

@@ -4,7 +4,8 @@
 Each dispatch gets a verify build (with its executable configuration dumped, to check that the
 requested tuning configuration is the one IREE used) and a profile build (dispatches repeated so
 that timing excludes invocation overhead). A failing configuration is recorded with its reason;
-the others go on.
+the others go on. Compiles run on this machine's cores or on a Dask cluster (--scheduler); the
+compile cache answers any compile done before, here or there.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Sequence
 
+import cluster
 import options
 from library import UserError
 from launchers import IreeTools, compile_dispatch
@@ -33,6 +35,7 @@ def parser() -> options.ArgumentParser:
                    "compiles, e.g. for another CPU; the profiler then only verifies)")
     p.add_argument("--iree-compile-extra-flags", default="", metavar="FLAGS",
                    help='further flags for every compile, e.g. "--iree-opt-level=O3"')
+    cluster.add_arguments(p)
     return p
 
 
@@ -47,17 +50,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError(f"--iree-compile-extra-flags: {error}") from None
     tools = IreeTools.locate(args.iree_bin_dir)
     version = tools.version()
+    builder = cluster.Builder.from_args(args, tools, target, version)
+    try:
+        counts = compile_all(args, manifest, builder, dispatches, extra_flags)
+    finally:
+        builder.close()
+    return 1 if counts["failed"] else 0
 
-    print(f"Compiling {len(dispatches)} dispatches for {target.name} with {args.num_cpu} "
-          f"parallel jobs (IREE {version}{', verify builds only' if args.verify_only else ''})")
-    if target.cpu_target is not None:
-        print(f"Target CPU: {target.cpu_target.summary}")
-    counts = {"compiled": 0, "up-to-date": 0, "failed": 0}
+
+def compile_all(args, manifest: Manifest, builder: cluster.Builder, dispatches: list,
+                extra_flags: list[str]) -> dict[str, int]:
+    # Each thread waits on one compile, here or on the cluster: one per core or worker thread.
+    jobs_at_once = builder.slots or args.num_cpu
+    print(f"Compiling {len(dispatches)} dispatches for {manifest.target.name} on {builder.where} "
+          f"with {jobs_at_once} parallel jobs (IREE {builder.iree_version}"
+          f"{', verify builds only' if args.verify_only else ''})")
+    if manifest.target.cpu_target is not None:
+        print(f"Target CPU: {manifest.target.cpu_target.summary}")
+    counts = {"compiled": 0, "from cache": 0, "up-to-date": 0, "failed": 0}
     progress = Progress(len(dispatches), "dispatches compiled")
     start = time.perf_counter()
-    pool = ThreadPoolExecutor(max_workers=args.num_cpu)
-    jobs = [pool.submit(compile_dispatch, tools, target, manifest.paths(d), d, extra_flags,
-                        args.compile_timeout, args.force_compile, version, not args.verify_only)
+    pool = ThreadPoolExecutor(max_workers=jobs_at_once)
+    jobs = [pool.submit(compile_dispatch, builder, manifest.paths(d), d, extra_flags,
+                        args.compile_timeout, args.force_compile, not args.verify_only)
             for d in dispatches]
     try:
         for job in as_completed(jobs):
@@ -66,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 counts["failed"] += 1
                 progress.message(f"FAILED {record.dispatch}: {record.reason}")
             else:
-                counts["up-to-date" if up_to_date else "compiled"] += 1
+                counts["up-to-date" if up_to_date else
+                       "from cache" if record.cache == "hit" else "compiled"] += 1
                 if record.config_applied == "no":
                     progress.message(f"NOTE {record.dispatch}: IREE did not apply the requested "
                                      "configuration (Config applied: no)")
@@ -74,9 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         # On Ctrl-C the running compiles got the signal too; queued ones must not start.
         pool.shutdown(wait=True, cancel_futures=True)
-    print(f"Compiled {counts['compiled']}, up-to-date {counts['up-to-date']}, failed "
-          f"{counts['failed']} in {time.perf_counter() - start:.1f} s wall time")
-    return 1 if counts["failed"] else 0
+    print(f"Compiled {counts['compiled']}, from cache {counts['from cache']}, up-to-date "
+          f"{counts['up-to-date']}, failed {counts['failed']} in "
+          f"{time.perf_counter() - start:.1f} s wall time")
+    print(builder.summary())
+    return counts
 
 
 if __name__ == "__main__":

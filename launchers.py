@@ -18,12 +18,15 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import cpu_tiles
 import modules
 from library import CpuTarget, Device, Target, TuningConfiguration, UserError
 from manifest import Dispatch, DispatchPaths, write_atomically
+
+if TYPE_CHECKING:
+    import cluster
 
 TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
 
@@ -217,6 +220,8 @@ class CompileRecord:
     command: list[str] = field(default_factory=list)  # the verify build's, in full
     flags: list[str] = field(default_factory=list)  # target, configuration and extra flags
     iree_version: str = ""
+    compiled_on: str = "local"  # or the Dask worker's address and host name
+    cache: str = "off"  # hit: restored from the compile cache, no iree-compile ran; miss; off
 
     def save(self, path: Path) -> None:
         write_atomically(path, json.dumps(asdict(self), indent=1) + "\n")
@@ -233,14 +238,19 @@ SPEC_FLAG = "--iree-codegen-tuning-spec-path"
 NO_THREADS = "--mlir-disable-threading"
 
 
-def compile_command(tools: IreeTools, target: Target, source: Path, output: Path,
-                    flags: list[str]) -> list[str]:
-    """The one place that builds iree-compile command lines."""
+def compile_flags(target: Target, flags: list[str]) -> list[str]:
+    """The one place that decides iree-compile's flags: the target's, then `flags`."""
     if any(flag.startswith(SPEC_FLAG) for flag in flags) and NO_THREADS not in flags:
         # IREE 3.13 deadlocks now and then (3 compiles in 30 here) when threads load the
         # tuning spec together (getOrLoadTransformLibraryModule); one thread never did.
         flags = [*flags, NO_THREADS]
-    return [str(tools.compile), str(source), *target.compiler_flags(), *flags, "-o", str(output)]
+    return [*target.compiler_flags(), *flags]
+
+
+def compile_command(tools: IreeTools, target: Target, source: Path, output: Path,
+                    flags: list[str]) -> list[str]:
+    """The iree-compile command line, as run here (and as shown to reproduce a build)."""
+    return [str(tools.compile), str(source), *compile_flags(target, flags), "-o", str(output)]
 
 
 def repeat_count(flops: int, target: Target) -> int:
@@ -250,20 +260,21 @@ def repeat_count(flops: int, target: Target) -> int:
     return max(1, min(100, math.ceil(work / max(flops, 1))))
 
 
-def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dispatch: Dispatch,
-                     extra_flags: list[str], timeout: float, force: bool, iree_version: str,
+def compile_dispatch(builder: "cluster.Builder", paths: DispatchPaths, dispatch: Dispatch,
+                     extra_flags: list[str], timeout: float, force: bool,
                      profile: bool = True) -> tuple[CompileRecord, bool]:
     """Build the verify and (with `profile`) the profile vmfb of one dispatch; returns (record,
     was_up_to_date)."""
-    config = dispatch.configuration
+    target, config = builder.target, dispatch.configuration
     repeats = repeat_count(dispatch.operation.flops, target)
     flags = [*dispatch.operation.compile_flags, *config.flags, *extra_flags]
-    verify = compile_command(tools, target, paths.mlir, paths.verify_vmfb,
-                             [*flags, f"--iree-hal-dump-executable-configurations-to={paths.configs}"])
+    verify_flags = [*flags, f"--iree-hal-dump-executable-configurations-to={paths.configs}"]
+    verify = compile_command(builder.tools, target, paths.mlir, paths.verify_vmfb, verify_flags)
     previous = CompileRecord.load(paths.compile_record)
     if (not force and previous is not None and previous.status == "ok"
             and previous.command == verify and previous.repeat_count == repeats
-            and previous.iree_version == iree_version and (previous.profile_built or not profile)
+            and previous.iree_version == builder.iree_version
+            and (previous.profile_built or not profile)
             and _newer_than(paths.verify_vmfb, paths.mlir)
             and (not profile or _newer_than(paths.profile_vmfb, paths.mlir))):
         return previous, True
@@ -273,23 +284,24 @@ def compile_dispatch(tools: IreeTools, target: Target, paths: DispatchPaths, dis
         stale.unlink(missing_ok=True)
     shutil.rmtree(paths.configs, ignore_errors=True)
     record = CompileRecord(paths.name, "failed", repeat_count=repeats, profile_built=profile,
-                           command=verify, flags=[*target.compiler_flags(), *flags],
-                           iree_version=iree_version)
+                           command=verify, flags=compile_flags(target, flags),
+                           iree_version=builder.iree_version)
     log = [f"$ {' '.join(verify)}"]
-    result = run(verify, timeout)
+    result = builder.compile(paths.mlir, paths.verify_vmfb, verify_flags, timeout)
     log.append(result.stderr)
     record.compile_seconds = round(result.seconds, 3)
+    record.compiled_on, record.cache = result.compiled_on, result.cache
     if not result.ok:
         record.reason = result.failure("iree-compile", timeout)
     elif profile and repeats == 1:
         shutil.copyfile(paths.verify_vmfb, paths.profile_vmfb)  # the same build
     elif profile:
-        profile_command = compile_command(
-            tools, target, paths.mlir, paths.profile_vmfb,
-            [*flags, f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"])
-        log.append(f"$ {' '.join(profile_command)}")
-        presult = run(profile_command, timeout)
+        profile_flags = [*flags, f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"]
+        log.append(f"$ {' '.join(compile_command(builder.tools, target, paths.mlir, paths.profile_vmfb, profile_flags))}")
+        presult = builder.compile(paths.mlir, paths.profile_vmfb, profile_flags, timeout)
         log.append(presult.stderr)
+        if presult.cache == "miss":
+            record.cache = "miss"  # restored only in part
         if not presult.ok:
             record.reason = presult.failure("iree-compile (profile build)", timeout)
     if not record.reason:

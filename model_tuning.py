@@ -66,9 +66,9 @@ class ModelTuner(Tuner):
     focus: tuple[str, ...] = ()  # the dispatches of the target being tuned
     data_tiling: Build | None = None  # the model with IREE's data tiling, compiled once
 
-    def __init__(self, args, s, tools, target, log, lowered: Path, function: str):
+    def __init__(self, args, s, tools, target, log, builder, lowered: Path, function: str):
         self.lowered, self.function = lowered, function
-        super().__init__(args, s, tools, target, log)
+        super().__init__(args, s, tools, target, log, builder)
 
     def signature_source(self) -> Path:
         return self.lowered
@@ -110,7 +110,7 @@ def run_model(args, s) -> int:
     """autotune.py --model."""
     if args.list and s.output is None:
         s.output = Path(tempfile.mkdtemp(prefix="autotune_list_")) / "list.csv"
-    tools, target = prepare(args, s)
+    tools, target, builder = prepare(args, s)
     work = s.output.with_name(s.output.stem + "_work")
     work.mkdir(parents=True, exist_ok=True)
     lowered = lower(tools, target, s.input, work, args.compile_timeout)
@@ -118,7 +118,7 @@ def run_model(args, s) -> int:
     cpu = target.resolved_cpu()
     log = Log(s.output.with_suffix(".log"))
     log(f"Model {s.input}, function {function}, for {cpu.summary}")
-    tuner = ModelTuner(args, s, tools, target, log, lowered, function)
+    tuner = ModelTuner(args, s, tools, target, log, builder, lowered, function)
     return tune(tuner, args, cpu)
 
 
@@ -456,4 +456,5 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_tar
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
     log(f"Report: {report_path}; plot: {plot}; ranking: {stem}_dispatches.csv")
     log.timings()
+    log(tuner.builder.summary())
     return 0 if result.outputs_ok and not result.problems else 1

@@ -23,9 +23,9 @@ COLUMNS = [
     "lhs", "rhs", "result", "split_k_mode", "split_k_slices", "bytes", "flops", "Verification",
     "Config applied", "Runtime(ms)", "ci_low", "ci_high", "speedup", "speedup_ci_low",
     "speedup_ci_high", "precision_reached", "drift", "GFLOPs", "GB/s", "cv", "repetitions",
-    "max_abs_error", "Reason", "compile log", "compile time(s)", "vmfb bytes", "target", "vector bytes",
-    "cpu features", "runtime device", "cpu model", "threads", "compile flags", "IREE version",
-    "timestamp",
+    "max_abs_error", "Reason", "compile log", "compile time(s)", "compiled on", "compile cache",
+    "vmfb bytes", "target", "vector bytes", "cpu features", "runtime device", "cpu model",
+    "threads", "timed on", "compile flags", "IREE version", "timestamp",
 ]
 
 

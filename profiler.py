@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import socket
 from pathlib import Path
 from typing import Sequence
 
@@ -93,6 +94,7 @@ class Profiler:
         self.environment = {
             "target": target.name, "runtime device": self.device, "cpu model": cpu_model(),
             "threads": runtime_threads(self.device), "IREE version": manifest.iree_version,
+            "timed on": socket.gethostname(),  # the machine the times describe
             "vector bytes": cpu.native_vector_bytes if cpu else "N/A",
             "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
         }
@@ -150,6 +152,7 @@ class Profiler:
             result.verification, result.reason = "ERROR", "not compiled (run compile.py)"
             return result, None
         result.environment.update({"compile time(s)": record.compile_seconds,
+                                   "compiled on": record.compiled_on, "compile cache": record.cache,
                                    "vmfb bytes": record.vmfb_bytes,
                                    "compile flags": shlex.join(record.flags)})
         result.config_applied = record.config_applied

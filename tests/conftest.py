@@ -1,8 +1,10 @@
 """Shared helpers: run the real scripts (and so the real IREE tools) as a user would."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "tests" / "data"
 sys.path.insert(0, str(ROOT))
+# The scripts' compile cache (compile_cache.default_dir): one per test session, shared by its
+# tests as by a user's runs, and never the user's own.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="idp_test_cache_")
 
 from library import CpuTarget  # noqa: E402
 
