@@ -113,6 +113,7 @@ def parser() -> options.ArgumentParser:
     p.add_argument("-j", "--jobs", type=options.parse_num_cpu, default=os.cpu_count() or 1,
                    help="parallel iree-compile processes (default: all cores)")
     cluster.add_arguments(p)
+    cluster.add_profile_on(p, scheduler_too=False)
     options.add_timeouts(p, 300.0, 120.0)
     options.add_iree_bin_dir(p)
     options.add_target(p, recorded=False)
@@ -236,9 +237,11 @@ class Tuner:
     """Compiles, verifies and times candidates of the user's module against IREE's default."""
 
     def __init__(self, args, s: Settings, tools: IreeTools, target, log: Log,
-                 builder: cluster.Builder):
+                 builder: cluster.Builder, remote: cluster.Remote | None = None):
         self.args, self.s, self.tools, self.target, self.log = args, s, tools, target, log
         self.builder = builder
+        self.runner = remote.run if remote else None  # where candidates run: here by default
+        self.timed_on = remote.label if remote else socket.gethostname()
         self.jobs = builder.slots or args.jobs  # compiles at once: here, or on the cluster
         self.work = s.output.with_name(s.output.stem + "_work")
         self.work.mkdir(parents=True, exist_ok=True)
@@ -308,7 +311,7 @@ class Tuner:
         paths = [self.work / f"{build.name}_{function}_output{i}.bin"
                  for i in range(len(signature.results))]
         ran = run_module(self.tools, build.vmfb, function, self.device, self.inputs[function],
-                         paths, self.args.run_timeout, self.run_flags)
+                         paths, self.args.run_timeout, self.run_flags, self.runner)
         if not ran.ok:
             return [], ran.reason
         try:
@@ -319,7 +322,7 @@ class Tuner:
     def benchmark(self, build: Build, function: str) -> Benchmark:
         return Benchmark(self.tools, build.vmfb, function, self.device, self.inputs[function],
                          flags=self.run_flags, timeout=self.args.run_timeout,
-                         dispatch_statistics=True)
+                         dispatch_statistics=True, runner=self.runner)
 
     def verify(self, build: Build, function: str) -> tuple[str, str, float]:
         """(status, reason, max abs error) of a build's outputs against the default's."""
@@ -484,7 +487,7 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
             row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
                        ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
                        speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high,
-                       default_ms=default.runtime.median, timed_on=socket.gethostname())
+                       default_ms=default.runtime.median, timed_on=tuner.timed_on)
     for build in builds:  # keep the work folder small: vmfbs and dumps are rebuilt when needed
         if build.vmfb is not None:
             build.vmfb.unlink(missing_ok=True)
@@ -591,22 +594,27 @@ def plot_progress(results: list[OpResult], path: Path) -> None:
     progress_plot(curves, path)
 
 
-def prepare(args, s: Settings) -> tuple[IreeTools, Target, cluster.Builder]:
-    """Checks the output, finds the tools, resolves the target, connects to the cluster."""
+def prepare(args, s: Settings) -> tuple[IreeTools, Target, cluster.Builder, cluster.Remote | None]:
+    """Checks the output, finds the tools, connects to the cluster, resolves the target (`host`:
+    the machine that times, this one or --profile-on's)."""
     if s.output is None:
         raise UserError("give --output X.csv (or output_file in the config's [Env])")
     if s.output.suffix != ".csv":
         raise UserError(f"--output {s.output} must be a .csv file")
     tools = IreeTools.locate(s.iree_bin)
-    target = resolve_target(tools, options.target_from_args(args))
+    version = tools.version()
+    client = cluster.connect(args.scheduler, version) if args.scheduler else None
+    remote = cluster.remote_from_args(args, version, client)
+    runner = remote.run if remote else None
+    target = resolve_target(tools, options.target_from_args(args), runner)
     if target.device is not Device.LLVMCPU:
         raise UserError(f"autotune.py tunes llvm-cpu; {target.device.value} is not supported yet")
-    check_runnable(tools, target)
+    check_runnable(tools, target, runner, remote.label if remote else "this machine")
     try:
         s.output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"cannot write {s.output}: {error.strerror}") from None
-    return tools, target, cluster.Builder.from_args(args, tools, target, tools.version())
+    return tools, target, cluster.Builder.from_args(args, tools, target, version, client), remote
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -622,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not found:
         raise UserError(f"{s.input} has no tunable op (contraction or convolution)")
     chosen = choose_ops(found, s.ops)
-    tools, target, builder = prepare(args, s)
+    tools, target, builder, remote = prepare(args, s)
     cpu = target.resolved_cpu()
     spaces = []
     for op in chosen:
@@ -642,7 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for op, space in zip(chosen, spaces):
         log(f"  op {op.index}: {op.name} {op.shape} ({op.types}) in {op.function}: "
             f"{len(space.tiles)} tile configs, {len(space.points) - len(space.tiles)} flag points")
-    tuner = Tuner(args, s, tools, target, log, builder)
+    tuner = Tuner(args, s, tools, target, log, builder, remote)
     start = time.perf_counter()
     tuner.default = tuner.build(DEFAULT, None, [])
     if tuner.default.reason:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from launchers import Sample, cpu_model
+from iree_jobs import cpu_model
+from launchers import Sample
 
 
 # float32 BLAS for every input type (numpy has no f16/bf16/int BLAS); our integer-valued

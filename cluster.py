@@ -1,7 +1,7 @@
 """Where compiles run: this machine's cores or a Dask cluster, behind the compile cache.
 
 Callers hand `Builder.compile` an iree-compile job as they would run it here (source, output and
-dump paths, flags). The builder turns it into a path-free job (compile_jobs), answers it from the
+dump paths, flags). The builder turns it into a path-free job (iree_jobs), answers it from the
 cache, from an identical job already in flight, or by running it (in the calling thread, or on a
 Dask worker), then writes the vmfb and dumps where the caller asked.
 """
@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-import compile_jobs
+import iree_jobs
 from compile_cache import CompileCache, default_dir, job_key, parse_size
 from launchers import SPEC_FLAG, IreeTools, ProcessResult, compile_flags
 from library import Device, Target, UserError
@@ -40,6 +40,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-cache", action="store_true", help="always run iree-compile")
 
 
+def add_profile_on(parser: argparse.ArgumentParser, scheduler_too: bool) -> None:
+    group = parser.add_argument_group("where dispatches run and are timed")
+    if scheduler_too:
+        group.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
+                           help="the Dask cluster of --profile-on")
+    group.add_argument("--profile-on", default=None, metavar="WORKER",
+                       help="verify and time on this Dask worker of --scheduler (its address or "
+                       "host name; it needs iree-base-runtime too) instead of this machine")
+
+
+def remote_from_args(args: argparse.Namespace, iree_version: str, client=None) -> Remote | None:
+    """The worker of --profile-on (connecting, unless given the `client`), or None: here."""
+    if args.profile_on is None:
+        return None
+    if not args.scheduler:
+        raise UserError("--profile-on needs --scheduler (the cluster the worker belongs to)")
+    return Remote(client or connect(args.scheduler, iree_version), args.profile_on)
+
+
 @dataclass
 class Compiled(ProcessResult):
     """An iree-compile result, with where it ran and whether the cache answered it."""
@@ -49,13 +68,22 @@ class Compiled(ProcessResult):
 
 
 class Builder:
+    """Compiles for one target: from the cache, else here or on the Dask cluster of `client`."""
+
     def __init__(self, tools: IreeTools, target: Target, iree_version: str,
                  cache: CompileCache | None, client=None):
         self.tools, self.target, self.iree_version = tools, target, iree_version
         self.cache, self.client = cache, client
         self._inflight: dict[str, Future] = {}
         self._lock = threading.Lock()
-        self._remote = _ByValue(compile_jobs.run_job) if client is not None else None
+        self._remote = _ByValue(iree_jobs.run_job) if client is not None else None
+        arch = _host_arch(target) if client is not None else ""
+        if arch:  # the flags leave the architecture to the worker: it must be the client's
+            others = [info["where"] for info in client.run(_ByValue(iree_jobs.describe)).values()
+                      if info["arch"] != arch]
+            if others:
+                raise UserError(f"the target is this {arch} host's, and workers "
+                                f"{', '.join(others)} are not {arch} (generate with --target-triple)")
         if target.device is Device.LLVMCPU:
             cpu = target.resolved_cpu()
             self.target_key = {"triple": cpu.triple, "cpu": cpu.name, "features": cpu.features,
@@ -65,13 +93,15 @@ class Builder:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, tools: IreeTools, target: Target,
-                  iree_version: str) -> "Builder":
+                  iree_version: str, client=None) -> "Builder":
+        """The builder of --scheduler (connecting, unless given its `client`) and the cache."""
         cache = None
         if not args.no_cache:
             cache = CompileCache(args.cache_dir or default_dir())
             if args.cache_max_size is not None:
                 cache.max_bytes = args.cache_max_size
-        client = connect(args.scheduler, iree_version, _host_arch(target)) if args.scheduler else None
+        if client is None and args.scheduler:
+            client = connect(args.scheduler, iree_version)
         return cls(tools, target, iree_version, cache, client)
 
     @property
@@ -139,7 +169,7 @@ class Builder:
 
     def _run(self, job: dict) -> dict:
         if self.client is None:
-            return compile_jobs.run_job(job)
+            return iree_jobs.run_job(job)
         try:
             return self.client.submit(self._remote, job, pure=False, retries=RETRIES).result(
                 timeout=job["timeout"] * (RETRIES + 1) + 120)
@@ -174,6 +204,71 @@ class Builder:
             self.client.close()
 
 
+class Remote:
+    """Runs IREE's tools on one chosen Dask worker (--profile-on), so that timings describe that
+    machine. Files named in a command go there once (scattered to the worker and reused); files
+    the tool writes come back to the paths the command names."""
+
+    def __init__(self, client, worker: str):
+        infos = client.run(_ByValue(iree_jobs.describe))
+        chosen = [a for a, info in infos.items()
+                  if worker in (a, info["where"], info["where"].split(" (")[-1].rstrip(")"))]
+        if len(chosen) != 1:
+            known = ", ".join(info["where"] for info in infos.values())
+            raise UserError(f"--profile-on={worker}: {'no' if not chosen else 'more than one'} "
+                            f"worker of the cluster is that (workers: {known})")
+        self.client, self.address = client, chosen[0]
+        self.facts = infos[self.address]
+        if not self.facts["runtime"]:
+            raise UserError(f"--profile-on={worker}: the worker has no iree-run-module / "
+                            "iree-benchmark-module (pip install iree-base-runtime there)")
+        self.label = self.facts["where"]
+        self._function = _ByValue(iree_jobs.run_tool)
+        self._scattered: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+
+    def _ship(self, path: Path):
+        """The worker's copy of a local file, sent once while it is unchanged."""
+        status = path.stat()
+        key = (str(path), status.st_mtime_ns, status.st_size)
+        with self._lock:
+            if key not in self._scattered:
+                self._scattered[key] = self.client.scatter(path.read_bytes(), workers=[self.address],
+                                                           hash=False)
+            return self._scattered[key]
+
+    def run(self, command: list[str], timeout: float) -> ProcessResult:
+        files, outputs, args = {}, {}, []
+        for index, arg in enumerate(command[1:]):
+            # A path is what follows the last `@` or `=` (`--module=X`, `--input=2x3xf32=@X`,
+            # `--output=@X`), or a whole positional argument.
+            cut = max(arg.rfind("@"), arg.rfind("=")) + 1
+            head, tail = arg[:cut], Path(arg[cut:])
+            name = f"f{index}{tail.suffix}"  # the suffix tells iree-run-module .npy from raw
+            if arg.startswith("--output=@"):
+                outputs[name] = tail
+            elif arg[cut:] and tail.is_absolute() and tail.is_file():
+                files[name] = self._ship(tail)
+            else:
+                args.append(arg)
+                continue
+            args.append(f"{head}{{dir}}/{name}")
+        job = {"tool": Path(command[0]).name, "args": args, "files": files,
+               "outputs": sorted(outputs), "timeout": timeout}
+        try:
+            result = self.client.submit(self._function, job, workers=[self.address],
+                                        allow_other_workers=False, pure=False).result(timeout + 120)
+        except Exception as error:  # the worker died, or the job could not be sent
+            return ProcessResult(1, "", f"error: {self.label} did not run it: "
+                                 f"{type(error).__name__}: {error}", 0.0)
+        for name, path in outputs.items():
+            if name in result["outputs"]:
+                with atomic_file(path) as handle:
+                    handle.write(result["outputs"][name])
+        return ProcessResult(result["returncode"], result["stdout"], result["stderr"],
+                             result["seconds"])
+
+
 def _host_arch(target: Target) -> str:
     """The architecture a worker must have: the flags name none when compiling for the host's."""
     if target.device is Device.LLVMCPU and not target.resolved_cpu().triple:
@@ -186,7 +281,7 @@ class _ByValue:
 
     def __init__(self, function):
         import cloudpickle
-        cloudpickle.register_pickle_by_value(compile_jobs)
+        cloudpickle.register_pickle_by_value(iree_jobs)
         self.function, self.blob = function, cloudpickle.dumps(function)
         self.__name__ = function.__name__  # Dask names the job after it
 
@@ -221,7 +316,7 @@ def _probe(address: str) -> None:
         raise UserError(f"--scheduler={address}: the service there is not a Dask scheduler")
 
 
-def connect(address: str, iree_version: str, arch: str):
+def connect(address: str, iree_version: str):
     """A Dask client whose workers compile as we would; a UserError (exit 2) otherwise."""
     try:
         from distributed import Client
@@ -244,7 +339,7 @@ def connect(address: str, iree_version: str, arch: str):
         client.close()
         raise UserError(f"--scheduler={address}: no Dask worker joined in {WORKER_WAIT_SECONDS} s "
                         f"(start some: dask worker {address})") from None
-    workers = client.run(_ByValue(compile_jobs.describe))
+    workers = client.run(_ByValue(iree_jobs.describe))
     problems = []
     for worker, info in workers.items():
         if info["distributed"] != distributed.__version__:
@@ -254,9 +349,6 @@ def connect(address: str, iree_version: str, arch: str):
             problems.append(f"{worker} has no iree-compile (pip install iree-base-compiler)")
         elif info["iree_version"] != iree_version:
             problems.append(f"{worker} has IREE {info['iree_version']}, this machine {iree_version}")
-        elif arch and info["arch"] != arch:
-            problems.append(f"{worker} is {info['arch']}, the target is this {arch} host's "
-                            "(generate with --target-triple)")
     if problems:
         client.close()
         raise UserError(f"--scheduler={address}: " + "; ".join(problems))

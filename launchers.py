@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import os
 import re
 import shutil
 import signal
@@ -18,7 +17,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import cpu_tiles
 import modules
@@ -87,16 +86,16 @@ _TARGET_FIELDS = {"name": r'cpu = "([^"]*)"', "features": r'cpu_features = "([^"
                   "resolved_triple": r'target_triple = "([^"]*)"'}
 
 
-def resolve_cpu_target(tools: IreeTools, target: Target) -> CpuTarget:
-    """IREE's resolution of --cpu/--cpu-features/--target-triple (`host` becomes this machine's
-    CPU and features). Unknown names are a UserError: IREE only warns about an unknown aarch64
-    CPU or feature and compiles generic code."""
+def resolve_cpu_target(tools: IreeTools, target: Target, runner: Runner | None = None) -> CpuTarget:
+    """IREE's resolution of --cpu/--cpu-features/--target-triple (`host` becomes the CPU and
+    features of the machine `runner` runs on). Unknown names are a UserError: IREE only warns
+    about an unknown aarch64 CPU or feature and compiles generic code."""
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "probe.mlir"
         source.write_text(_PROBE)
         asked_flags = replace(target, cpu_target=None).compiler_flags()
-        result = run([str(tools.compile), str(source), *asked_flags,
-                      "--compile-to=executable-sources"], timeout=120)
+        result = (runner or run)([str(tools.compile), str(source), *asked_flags,
+                                  "--compile-to=executable-sources"], 120)
     stderr = result.stderr
     asked = " ".join(target.requested_cpu_flags())
     if "Unknown CPU for target architecture" in stderr:
@@ -120,7 +119,7 @@ def resolve_cpu_target(tools: IreeTools, target: Target) -> CpuTarget:
         raise UserError(f"iree-compile printed no executable target for {asked}")
     values = {key: match.group(1) for key, match in found.items()}
     arch = values.pop("resolved_triple").split("-", 1)[0]
-    host = target.cpu == "host" and not target.target_triple
+    host = target.cpu == "host" and not target.target_triple and runner is None
     return CpuTarget(values["name"], values["features"], target.target_triple, arch,
                      int(values["native_vector_bytes"]),
                      host_l2_cache_bytes() if host else cpu_tiles.DEFAULT_L2_CACHE_BYTES)
@@ -139,22 +138,24 @@ def host_l2_cache_bytes() -> int:
     return cpu_tiles.DEFAULT_L2_CACHE_BYTES
 
 
-def resolve_target(tools: IreeTools, target: Target) -> Target:
+def resolve_target(tools: IreeTools, target: Target, runner: Runner | None = None) -> Target:
     """The target with its llvm-cpu part resolved (other devices need no resolution)."""
     if target.device is not Device.LLVMCPU:
         return target
-    return replace(target, cpu_target=resolve_cpu_target(tools, target))
+    return replace(target, cpu_target=resolve_cpu_target(tools, target, runner))
 
 
-def check_runnable(tools: IreeTools, target: Target) -> None:
-    """Refuse, in one line, to run llvm-cpu code this machine cannot execute."""
+def check_runnable(tools: IreeTools, target: Target, runner: Runner | None = None,
+                   machine: str = "this machine") -> None:
+    """Refuse, in one line, to run llvm-cpu code the machine (`runner`'s) cannot execute."""
     if target.device is not Device.LLVMCPU:
         return
-    host = resolve_cpu_target(tools, Target())
+    host = resolve_cpu_target(tools, Target(), runner)
     why = target.resolved_cpu().cannot_run_on(host)
     if why:
-        raise UserError(f"these dispatches were compiled for {target.resolved_cpu().summary}; this "
-                        f"machine cannot run them: {why}. Profile them on such a machine, or "
+        why = why.replace("this machine", machine)
+        raise UserError(f"these dispatches were compiled for {target.resolved_cpu().summary}; "
+                        f"{machine} cannot run them: {why}. Profile them on such a machine, or "
                         "generate again for --cpu=host")
 
 
@@ -195,6 +196,10 @@ def run(command: list[str], timeout: float) -> ProcessResult:
     except subprocess.TimeoutExpired as expired:
         return ProcessResult(None, _text(expired.stdout), _text(expired.stderr),
                              time.perf_counter() - start)
+
+
+# How a tool is run: `run` here, or cluster.Remote.run on a chosen worker.
+Runner = Callable[[list[str], float], ProcessResult]
 
 
 def _text(data: bytes | str | None) -> str:
@@ -368,7 +373,8 @@ class RunResult:
 
 
 def run_module(tools: IreeTools, vmfb: Path, function: str, device: str, inputs: list[str],
-               outputs: list[Path], timeout: float, flags: Sequence[str] = ()) -> RunResult:
+               outputs: list[Path], timeout: float, flags: Sequence[str] = (),
+               runner: Runner | None = None) -> RunResult:
     """Run once with `--input=` values, writing each result to its file of `outputs` (`.bin`:
     raw, since .npy cannot hold bf16; `.npy` otherwise)."""
     command = [str(tools.run_module), f"--module={vmfb}", f"--function={function}",
@@ -376,7 +382,7 @@ def run_module(tools: IreeTools, vmfb: Path, function: str, device: str, inputs:
                *(f"--output=@{o}" for o in outputs)]
     for output in outputs:
         output.unlink(missing_ok=True)
-    result = run(command, timeout)
+    result = (runner or run)(command, timeout)
     if not result.ok:
         return RunResult(False, result.failure("iree-run-module", timeout))
     if not all(o.is_file() for o in outputs):
@@ -418,6 +424,7 @@ class Benchmark:
     timeout: float = 120.0
     dispatch_statistics: bool = False
     dispatches: tuple[str, ...] = ()  # with dispatch_statistics: time only these dispatches
+    runner: Runner | None = None  # where it runs: here by default
     invocation_ms: float = math.nan
     rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
 
@@ -436,7 +443,7 @@ class Benchmark:
                 *(["--dispatch_statistics"] if self.dispatch_statistics else [])]
 
     def sample(self, seconds: float) -> Sample:
-        result = run(self.command(seconds), self.timeout)
+        result = (self.runner or run)(self.command(seconds), self.timeout)
         if not result.ok:
             return Sample(False, result.failure("iree-benchmark-module", self.timeout))
         invocation, rows = parse_benchmark_json(result.stdout)
@@ -474,33 +481,8 @@ def parse_benchmark_json(text: str) -> tuple[Sample, dict[str, tuple[float, floa
     return Sample(True, ms=times[0]), dispatches
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or "unknown"
-
-
-def runtime_threads(device: str) -> int | str:
+def runtime_threads(device: str, physical_cores: int) -> int | str:
     """Worker threads of the runtime device: local-task uses one per physical core."""
     if device == "local-sync":
         return 1
-    if device != "local-task":
-        return "N/A"
-    try:
-        cores, core = set(), {}
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            core[key.strip()] = value.strip()
-            if not line.strip():
-                cores.add((core.get("physical id"), core.get("core id")))
-                core = {}
-        cores.add((core.get("physical id"), core.get("core id")))
-        cores.discard((None, None))
-        return len(cores) or os.cpu_count() or 1
-    except OSError:
-        return os.cpu_count() or 1
+    return physical_cores if device == "local-task" else "N/A"

@@ -15,11 +15,13 @@ import socket
 from pathlib import Path
 from typing import Sequence
 
+import cluster
 import options
 
 from baselines import NumpyKernel, machine_peak
-from launchers import (Benchmark, CompileRecord, IreeTools, check_runnable, cpu_model,
-                       run_module, runtime_threads)
+from iree_jobs import cpu_model, physical_cores
+from launchers import (Benchmark, CompileRecord, IreeTools, check_runnable, run_module,
+                       runtime_threads)
 from library import Device, Target, UserError
 from manifest import Dispatch, Manifest, select
 from measurement import Candidate, Protocol, measure
@@ -71,6 +73,7 @@ def parser() -> options.ArgumentParser:
     p.add_argument("--plot", type=Path, default=None, metavar="DIR",
                    help="write PNGs: GFLOP/s per configuration of each operation, and a roofline "
                         "against this machine's measured peak (llvm-cpu)")
+    cluster.add_profile_on(p, scheduler_too=True)
     return p
 
 
@@ -82,8 +85,10 @@ def parse_providers(text: str) -> list[str]:
 class Profiler:
     """Verifies and times the dispatches of one manifest, operation by operation."""
 
-    def __init__(self, args, manifest: Manifest, target: Target, tools: IreeTools):
+    def __init__(self, args, manifest: Manifest, target: Target, tools: IreeTools,
+                 remote: cluster.Remote | None = None):
         self.args = args
+        self.runner = remote.run if remote else None  # where dispatches run: here by default
         self.manifest = manifest
         self.device = options.runtime_device(args, target)
         self.tools = tools
@@ -92,9 +97,12 @@ class Profiler:
                                  min_rounds=args.benchmark_repetitions)
         cpu = target.cpu_target
         self.environment = {
-            "target": target.name, "runtime device": self.device, "cpu model": cpu_model(),
-            "threads": runtime_threads(self.device), "IREE version": manifest.iree_version,
-            "timed on": socket.gethostname(),  # the machine the times describe
+            "target": target.name, "runtime device": self.device,
+            "cpu model": remote.facts["cpu_model"] if remote else cpu_model(),
+            "threads": runtime_threads(self.device, remote.facts["physical_cores"] if remote
+                                       else physical_cores()),
+            "IREE version": manifest.iree_version,
+            "timed on": remote.label if remote else socket.gethostname(),  # what the times describe
             "vector bytes": cpu.native_vector_bytes if cpu else "N/A",
             "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
         }
@@ -171,13 +179,15 @@ class Profiler:
             return result, None
         return result, Benchmark(self.tools, paths.profile_vmfb, dispatch.name, self.device,
                                  [b.flag for b in inputs], record.repeat_count,
-                                 timeout=self.args.run_timeout, dispatch_statistics=True)
+                                 timeout=self.args.run_timeout, dispatch_statistics=True,
+                                 runner=self.runner)
 
     def verify(self, dispatch: Dispatch, vmfb: Path, cache: ReferenceCache,
                result: PerformanceResult) -> None:
         output = cache.folder / f"result_{dispatch.configuration.name}.bin"
         run = run_module(self.tools, vmfb, dispatch.name, self.device,
-                         [b.flag for b in cache.buffers], [output], self.args.run_timeout)
+                         [b.flag for b in cache.buffers], [output], self.args.run_timeout,
+                         runner=self.runner)
         if not run.ok:
             result.verification, result.reason = "ERROR", run.reason
             return
@@ -207,9 +217,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.append or args.resume) and args.output is None:
         raise UserError("--append and --resume need --output")
     tools = IreeTools.locate(args.iree_bin_dir)
-    profiler = Profiler(args, manifest, target, tools)
+    remote = None
+    if not args.dry_run:
+        if args.scheduler and not args.profile_on:
+            raise UserError("--scheduler here only serves --profile-on: timing stays on this "
+                            "machine unless you choose a worker")
+        remote = cluster.remote_from_args(args, tools.version())
+        if remote and PROVIDER_NUMPY in args.providers:
+            raise UserError(f"--profile-on times on {remote.label}, but numpy runs here: leave "
+                            "numpy out of --providers")
+    profiler = Profiler(args, manifest, target, tools, remote)
     if not args.dry_run and PROVIDER_IREE in args.providers:
-        check_runnable(tools, target)
+        check_runnable(tools, target, profiler.runner, remote.label if remote else "this machine")
 
     if args.dry_run:
         for dispatch in dispatches:
@@ -254,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(summary(results))
     failed = [r for r in results if r.failed]
     if args.plot is not None and results:
-        peak = machine_peak() if target.device is Device.LLVMCPU else None
+        peak = machine_peak() if target.device is Device.LLVMCPU and remote is None else None
         written = write_plots(results, args.plot, peak)
         print(f"Wrote {len(written)} plots to {args.plot}")
     print(f"{len(results)} dispatches: {len(results) - len(failed)} ok, {len(failed)} FAILED/ERROR")

@@ -114,18 +114,20 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2_within_15_s(script, tmp
     assert len(lines) == 1 and "cannot reach a Dask scheduler" in lines[0], result.stderr
 
 
-def standin_compiler(folder: Path, tools) -> Path:
-    """A bin dir whose iree-compile answers --version as the real one and fails anything else,
-    leaving a mark: a compile that runs is seen."""
+def standin_tools(folder: Path, tools, unavailable: str) -> Path:
+    """A bin dir of the real tools but `unavailable`: a stand-in that answers --version as the
+    real one and fails anything else, leaving a mark, so that a run of it is seen."""
     folder.mkdir()
-    version = subprocess.run([tools.compile, "--version"], capture_output=True, text=True).stdout
-    (folder / "version.txt").write_text(version)
-    script = folder / "iree-compile"
+    real = {t.name: t for t in (tools.compile, tools.run_module, tools.benchmark_module)}
+    version = subprocess.run([real[unavailable], "--version"], capture_output=True, text=True)
+    (folder / "version.txt").write_text(version.stdout)
+    for name, tool in real.items():
+        if name != unavailable:
+            (folder / name).symlink_to(tool)
+    script = folder / unavailable
     script.write_text(f"#!/bin/sh\nif [ \"$1\" = --version ]; then cat {folder}/version.txt; exit 0; fi\n"
-                      f"touch {folder}/compiled\necho 'error: iree-compile is unavailable' >&2\nexit 1\n")
+                      f"touch {folder}/ran\necho 'error: {unavailable} is unavailable' >&2\nexit 1\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    for tool in (tools.run_module, tools.benchmark_module):
-        (folder / tool.name).symlink_to(tool)
     return folder
 
 
@@ -138,12 +140,12 @@ def test_a_cache_hit_runs_no_iree_compile_and_profiles_verified(tools, tmp_path)
     assert builds >= 3  # verify builds, and profile builds where dispatches repeat
 
     # Another sweep of the same dispatches, with iree-compile unavailable.
-    bin_dir = standin_compiler(tmp_path / "bin", tools)
+    bin_dir = standin_tools(tmp_path / "bin", tools, "iree-compile")
     again = generate(tmp_path / "again")
     done = run_script("compile.py", "--generated-dir", again, some(again), *cache,
                       "--iree-bin-dir", bin_dir)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert not (bin_dir / "compiled").exists()
+    assert not (bin_dir / "ran").exists()
     assert "Compiled 0, from cache 3, up-to-date 0, failed 0" in done.stdout
     assert f"Compile cache: {builds} hits, 0 misses (hit rate 100%)" in done.stdout
     assert artifacts(again) == artifacts(first)
@@ -206,15 +208,47 @@ def test_the_cache_prunes_least_recently_used_entries(tmp_path):
     assert bad.returncode == 2 and "--cache-max-size" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_autotune_compiles_candidates_on_the_cluster_and_times_here(scheduler, tmp_path):
-    address, _ = scheduler
+@pytest.mark.parametrize("profile_on", [False, True])
+def test_autotune_compiles_on_the_cluster_and_times_where_asked(scheduler, tmp_path, profile_on):
+    address, client = scheduler
+    worker = sorted(client.scheduler_info()["workers"])[-1]
     output = tmp_path / "tune.csv"
     done = run_script("autotune.py", "--input", ROOT / "tests/data/seed_matmul.mlir", "--output",
                       output, "--n-trial=2", "--batch-size=2", "--batch-seconds=1",
-                      "--confirm-seconds=1", "--flags=", "--scheduler", address)
+                      "--confirm-seconds=1", "--flags=", "--scheduler", address, "--no-cache",
+                      *(["--profile-on", worker] if profile_on else []))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     trials = pd.read_csv(output)
     assert len(trials) == 2 and (trials["status"] == "ok").all(), trials.to_string()
     assert trials["compiled_on"].str.startswith("tcp://127.0.0.1:").all()
-    assert (trials["timed_on"] == socket.gethostname()).all()
+    if profile_on:
+        assert trials["timed_on"].str.startswith(worker + " (").all()
+    else:
+        assert (trials["timed_on"] == socket.gethostname()).all()
     assert "Compile cache: " in done.stdout
+
+
+def test_profile_on_a_worker_verifies_and_times_there(scheduler, tools, tmp_path):
+    address, client = scheduler
+    gen = generate(tmp_path / "gen")
+    assert run_script("compile.py", "--generated-dir", gen, some(gen)).returncode == 0
+    worker = sorted(client.scheduler_info()["workers"])[0]
+    # Here, neither runtime tool works: what runs, runs on the worker.
+    bin_dir = standin_tools(tmp_path / "bin", tools, "iree-benchmark-module")
+    (bin_dir / "iree-run-module").unlink()
+    (bin_dir / "iree-run-module").symlink_to(bin_dir / "iree-benchmark-module")
+    csv = tmp_path / "data.csv"
+    done = run_script("profiler.py", "--generated-dir", gen, some(gen), "--output", csv, *FAST,
+                      "--iree-bin-dir", bin_dir, "--scheduler", address, "--profile-on", worker)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert not (bin_dir / "ran").exists()
+    data = pd.read_csv(csv)
+    assert len(data) == 3 and (data["Verification"] == "SUCCESS").all()
+    assert (data["Runtime(ms)"] > 0).all() and data["timed on"].str.startswith(worker + " (").all()
+    assert (data[data["Configuration"] != "default"]["Config applied"] == "yes").all()
+
+    alone = run_script("profiler.py", "--generated-dir", gen, "--profile-on", worker)
+    assert alone.returncode == 2 and "--profile-on needs --scheduler" in alone.stderr
+    numpy = run_script("profiler.py", "--generated-dir", gen, "--providers=iree,numpy",
+                       "--scheduler", address, "--profile-on", worker)
+    assert numpy.returncode == 2 and "numpy runs here" in numpy.stderr

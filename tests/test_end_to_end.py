@@ -89,7 +89,7 @@ def test_report_blocks_and_summary(sweep):
 def test_second_compile_finds_everything_up_to_date(sweep):
     again = run_script("compile.py", "--generated-dir", sweep[0], "-j", "1")
     assert again.returncode == 0
-    assert "Compiled 0, up-to-date" in again.stdout and "failed 0" in again.stdout
+    assert "Compiled 0, from cache 0, up-to-date" in again.stdout and "failed 0" in again.stdout
 
 
 def test_resume_skips_dispatches_already_in_the_csv(sweep):
