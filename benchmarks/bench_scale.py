@@ -46,7 +46,7 @@ def dispatch_count(gen: Path) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=3, help="paired compile rounds (>= 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="paired compile rounds (>= 3)")
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_scale_"))
