@@ -23,6 +23,7 @@ from manifest import atomic_file
 
 CONNECT_SECONDS = 8  # with Python's start, an unreachable scheduler fails within 15 s
 WORKER_WAIT_SECONDS = 30
+SHIPPED_FILES_KEPT = 64  # on the --profile-on worker: an operation's inputs and its vmfbs
 RETRIES = 2  # a job whose worker died, or that raised, runs again this often elsewhere
 DUMP_FLAGS = ("--iree-hal-dump-executable-configurations-to",
               "--iree-hal-dump-executable-benchmarks-to", "--iree-hal-dump-executable-sources-to")
@@ -79,7 +80,7 @@ class Builder:
         self._remote = _ByValue(iree_jobs.run_job) if client is not None else None
         arch = _host_arch(target) if client is not None else ""
         if arch:  # the flags leave the architecture to the worker: it must be the client's
-            others = [info["where"] for info in client.run(_ByValue(iree_jobs.describe)).values()
+            others = [info["where"] for info in _describe(client).values()
                       if info["arch"] != arch]
             if others:
                 raise UserError(f"the target is this {arch} host's, and workers "
@@ -210,7 +211,7 @@ class Remote:
     the tool writes come back to the paths the command names."""
 
     def __init__(self, client, worker: str):
-        infos = client.run(_ByValue(iree_jobs.describe))
+        infos = _describe(client)
         chosen = [a for a, info in infos.items()
                   if worker in (a, info["where"], info["where"].split(" (")[-1].rstrip(")"))]
         if len(chosen) != 1:
@@ -228,13 +229,17 @@ class Remote:
         self._lock = threading.Lock()
 
     def _ship(self, path: Path):
-        """The worker's copy of a local file, sent once while it is unchanged."""
+        """The worker's copy of a local file, sent once while it is unchanged and recent (a
+        dropped future frees the worker's memory: a sweep's vmfbs need not all stay there)."""
         status = path.stat()
         key = (str(path), status.st_mtime_ns, status.st_size)
         with self._lock:
             if key not in self._scattered:
                 self._scattered[key] = self.client.scatter(path.read_bytes(), workers=[self.address],
                                                            hash=False)
+                while len(self._scattered) > SHIPPED_FILES_KEPT:
+                    self._scattered.pop(next(iter(self._scattered)))
+            self._scattered[key] = self._scattered.pop(key)  # most recently used last
             return self._scattered[key]
 
     def run(self, command: list[str], timeout: float) -> ProcessResult:
@@ -276,6 +281,11 @@ def _host_arch(target: Target) -> str:
     return ""
 
 
+def _describe(client) -> dict[str, dict]:
+    """Each worker's iree_jobs.describe(), by address."""
+    return client.run(_ByValue(iree_jobs.describe))
+
+
 class _ByValue:
     """A function that unpickles from its own code, so workers need not have our modules."""
 
@@ -307,11 +317,11 @@ def _probe(address: str) -> None:
     try:
         answer = asyncio.run(identity())
     except Exception as error:  # refused, timed out, malformed address, a stranger's protocol
-        detail = str(error).splitlines()[0] if str(error) else "no answer"
-        if not isinstance(error, (OSError, TimeoutError, ValueError)):
-            detail = "what answers does not speak Dask's protocol"
-        raise UserError(f"--scheduler={address}: cannot reach a Dask scheduler there "
-                        f"({type(error).__name__}: {detail[:200]})") from None
+        if isinstance(error, (OSError, TimeoutError, ValueError)):
+            detail = f"{type(error).__name__}: {(str(error) or 'no answer').splitlines()[0][:200]}"
+        else:
+            detail = "what answers there does not speak Dask's protocol"
+        raise UserError(f"--scheduler={address}: cannot reach a Dask scheduler there ({detail})") from None
     if not isinstance(answer, dict) or answer.get("type") != "Scheduler":
         raise UserError(f"--scheduler={address}: the service there is not a Dask scheduler")
 
@@ -339,7 +349,7 @@ def connect(address: str, iree_version: str):
         client.close()
         raise UserError(f"--scheduler={address}: no Dask worker joined in {WORKER_WAIT_SECONDS} s "
                         f"(start some: dask worker {address})") from None
-    workers = client.run(_ByValue(iree_jobs.describe))
+    workers = _describe(client)
     problems = []
     for worker, info in workers.items():
         if info["distributed"] != distributed.__version__:
