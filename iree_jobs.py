@@ -123,6 +123,24 @@ def describe(dask_worker=None) -> dict:
             "cpu_model": cpu_model(), "physical_cores": physical_cores()}
 
 
+def _run_in(folder: str, command: list[str], timeout: float) -> dict:
+    """returncode (None: timed out), stdout, stderr and seconds of `command` run in `folder`,
+    with `{dir}` in its arguments meaning that folder: relative paths, since a vmfb embeds its
+    source's path and identical jobs must give identical bytes wherever they run."""
+    command = [command[0], *(a.replace("{dir}", ".") for a in command[1:])]
+    start = time.perf_counter()
+    try:
+        process = subprocess.run(command, capture_output=True, text=True, cwd=folder,
+                                 timeout=timeout, stdin=subprocess.DEVNULL)
+        done = {"returncode": process.returncode, "stdout": process.stdout,
+                "stderr": process.stderr}
+    except subprocess.TimeoutExpired as expired:
+        text = [s.decode(errors="replace") if isinstance(s, bytes) else s or ""
+                for s in (expired.stdout, expired.stderr)]
+        done = {"returncode": None, "stdout": text[0], "stderr": text[1]}
+    return {**done, "seconds": time.perf_counter() - start}
+
+
 def run_job(job: dict) -> dict:
     """Compile; the result holds the return code (None: timed out), stderr, seconds, the vmfb's
     bytes, the dumped folders (folder -> file name -> text) and where it ran."""
@@ -141,20 +159,9 @@ def run_job(job: dict) -> dict:
             Path(folder, name).write_text(text)
         source, output = Path(folder, "source.mlir"), Path(folder, "out.vmfb")
         source.write_text(job["source"])
-        # Relative paths, run in the folder: the vmfb embeds them, and identical jobs must give
-        # identical bytes wherever they run.
-        command = [compiler, source.name, *(f.replace("{dir}", ".") for f in job["flags"]),
-                   "-o", output.name]
-        start = time.perf_counter()
-        try:
-            process = subprocess.run(command, capture_output=True, text=True, cwd=folder,
-                                     timeout=job["timeout"], stdin=subprocess.DEVNULL)
-            result["returncode"], result["stderr"] = process.returncode, process.stderr
-        except subprocess.TimeoutExpired as expired:
-            result["returncode"] = None
-            stderr = expired.stderr or b""
-            result["stderr"] = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
-        result["seconds"] = time.perf_counter() - start
+        ran = _run_in(folder, [compiler, source.name, *job["flags"], "-o", output.name],
+                      job["timeout"])
+        result.update(returncode=ran["returncode"], stderr=ran["stderr"], seconds=ran["seconds"])
         if result["returncode"] == 0 and output.is_file():
             result["vmfb"] = output.read_bytes()
             for name in job.get("dumps", []):
@@ -175,16 +182,7 @@ def run_tool(job: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="iree_tool_") as folder:
         for name, data in job["files"].items():
             Path(folder, name).write_bytes(data)
-        start = time.perf_counter()
-        try:
-            process = subprocess.run([tool, *(a.replace("{dir}", ".") for a in job["args"])],
-                                     capture_output=True, text=True, cwd=folder,
-                                     timeout=job["timeout"], stdin=subprocess.DEVNULL)
-            result.update(returncode=process.returncode, stdout=process.stdout,
-                          stderr=process.stderr)
-        except subprocess.TimeoutExpired:
-            result["returncode"] = None
-        result["seconds"] = time.perf_counter() - start
+        result.update(_run_in(folder, [tool, *job["args"]], job["timeout"]))
         for name in job["outputs"]:
             if Path(folder, name).is_file():
                 result["outputs"][name] = Path(folder, name).read_bytes()
