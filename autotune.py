@@ -27,7 +27,6 @@ import math
 import os
 import shlex
 import shutil
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -237,11 +236,10 @@ class Tuner:
     """Compiles, verifies and times candidates of the user's module against IREE's default."""
 
     def __init__(self, args, s: Settings, tools: IreeTools, target, log: Log,
-                 builder: cluster.Builder, remote: cluster.Remote | None = None):
+                 builder: cluster.Builder, machine: cluster.Here | cluster.Remote):
         self.args, self.s, self.tools, self.target, self.log = args, s, tools, target, log
         self.builder = builder
-        self.runner = remote.run if remote else None  # where candidates run: here by default
-        self.timed_on = remote.label if remote else socket.gethostname()
+        self.runner, self.timed_on = machine.run, machine.label  # where candidates run
         self.jobs = builder.slots or args.jobs  # compiles at once: here, or on the cluster
         self.work = s.output.with_name(s.output.stem + "_work")
         self.work.mkdir(parents=True, exist_ok=True)
@@ -594,7 +592,7 @@ def plot_progress(results: list[OpResult], path: Path) -> None:
     progress_plot(curves, path)
 
 
-def prepare(args, s: Settings) -> tuple[IreeTools, Target, cluster.Builder, cluster.Remote | None]:
+def prepare(args, s: Settings) -> tuple[IreeTools, Target, cluster.Builder, cluster.Here | cluster.Remote]:
     """Checks the output, finds the tools, connects to the cluster, resolves the target (`host`:
     the machine that times, this one or --profile-on's)."""
     if s.output is None:
@@ -604,17 +602,16 @@ def prepare(args, s: Settings) -> tuple[IreeTools, Target, cluster.Builder, clus
     tools = IreeTools.locate(s.iree_bin)
     version = tools.version()
     client = cluster.connect(args.scheduler, version) if args.scheduler else None
-    remote = cluster.remote_from_args(args, version, client)
-    runner = remote.run if remote else None
-    target = resolve_target(tools, options.target_from_args(args), runner)
+    machine = cluster.machine_from_args(args, version, client)
+    target = resolve_target(tools, options.target_from_args(args), machine.run)
     if target.device is not Device.LLVMCPU:
         raise UserError(f"autotune.py tunes llvm-cpu; {target.device.value} is not supported yet")
-    check_runnable(tools, target, runner, remote.label if remote else "this machine")
+    check_runnable(tools, target, machine.run, machine.name)
     try:
         s.output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"cannot write {s.output}: {error.strerror}") from None
-    return tools, target, cluster.Builder.from_args(args, tools, target, version, client), remote
+    return tools, target, cluster.Builder.from_args(args, tools, target, version, client), machine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -630,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not found:
         raise UserError(f"{s.input} has no tunable op (contraction or convolution)")
     chosen = choose_ops(found, s.ops)
-    tools, target, builder, remote = prepare(args, s)
+    tools, target, builder, machine = prepare(args, s)
     cpu = target.resolved_cpu()
     spaces = []
     for op in chosen:
@@ -650,7 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for op, space in zip(chosen, spaces):
         log(f"  op {op.index}: {op.name} {op.shape} ({op.types}) in {op.function}: "
             f"{len(space.tiles)} tile configs, {len(space.points) - len(space.tiles)} flag points")
-    tuner = Tuner(args, s, tools, target, log, builder, remote)
+    tuner = Tuner(args, s, tools, target, log, builder, machine)
     start = time.perf_counter()
     tuner.default = tuner.build(DEFAULT, None, [])
     if tuner.default.reason:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import socket
 import threading
 import warnings
 from concurrent.futures import Future
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import iree_jobs
 from compile_cache import CompileCache, default_dir, job_key, parse_size
-from launchers import SPEC_FLAG, IreeTools, ProcessResult, compile_flags
+from launchers import SPEC_FLAG, IreeTools, ProcessResult, compile_flags, run
 from library import Device, Target, UserError
 from manifest import atomic_file
 
@@ -51,10 +52,11 @@ def add_profile_on(parser: argparse.ArgumentParser, scheduler_too: bool) -> None
                        "host name; it needs iree-base-runtime too) instead of this machine")
 
 
-def remote_from_args(args: argparse.Namespace, iree_version: str, client=None) -> Remote | None:
-    """The worker of --profile-on (connecting, unless given the `client`), or None: here."""
+def machine_from_args(args: argparse.Namespace, iree_version: str, client=None) -> Here | Remote:
+    """Where tools run and times come from: the worker of --profile-on (connecting, unless given
+    the `client`), or this machine."""
     if args.profile_on is None:
-        return None
+        return Here()
     if not args.scheduler:
         raise UserError("--profile-on needs --scheduler (the cluster the worker belongs to)")
     return Remote(client or connect(args.scheduler, iree_version), args.profile_on)
@@ -77,7 +79,7 @@ class Builder:
         self.cache, self.client = cache, client
         self._inflight: dict[str, Future] = {}
         self._lock = threading.Lock()
-        self._remote = _ByValue(iree_jobs.run_job) if client is not None else None
+        self._compile_job = _ByValue(iree_jobs.run_job) if client is not None else None
         arch = _host_arch(target) if client is not None else ""
         if arch:  # the flags leave the architecture to the worker: it must be the client's
             others = [info["where"] for info in _describe(client).values()
@@ -172,7 +174,7 @@ class Builder:
         if self.client is None:
             return iree_jobs.run_job(job)
         try:
-            return self.client.submit(self._remote, job, pure=False, retries=RETRIES).result(
+            return self.client.submit(self._compile_job, job, pure=False, retries=RETRIES).result(
                 timeout=job["timeout"] * (RETRIES + 1) + 120)
         except Exception as error:  # a lost worker (KilledWorker), a cancelled job, a timeout
             return {"returncode": 1, "stderr": f"error: the Dask job failed after {RETRIES} "
@@ -205,10 +207,25 @@ class Builder:
             self.client.close()
 
 
+class Here:
+    """This machine, in Remote's shape: where tools run and what times describe unless
+    --profile-on names a worker."""
+
+    remote = False
+    name = "this machine"  # in messages
+    run = staticmethod(run)
+
+    def __init__(self):
+        self.label = socket.gethostname()  # in CSVs
+        self.facts = {"cpu_model": iree_jobs.cpu_model(), "physical_cores": iree_jobs.physical_cores()}
+
+
 class Remote:
     """Runs IREE's tools on one chosen Dask worker (--profile-on), so that timings describe that
     machine. Files named in a command go there once (scattered to the worker and reused); files
     the tool writes come back to the paths the command names."""
+
+    remote = True
 
     def __init__(self, client, worker: str):
         infos = _describe(client)
@@ -223,7 +240,7 @@ class Remote:
         if not self.facts["runtime"]:
             raise UserError(f"--profile-on={worker}: the worker has no iree-run-module / "
                             "iree-benchmark-module (pip install iree-base-runtime there)")
-        self.label = self.facts["where"]
+        self.label = self.name = self.facts["where"]
         self._function = _ByValue(iree_jobs.run_tool)
         self._scattered: dict[tuple, object] = {}
         self._lock = threading.Lock()

@@ -69,8 +69,11 @@ def compiler_version(compiler: str = "") -> str:
     if not compiler:
         return ""
     if compiler not in _versions:
-        text = subprocess.run([compiler, "--version"], capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL).stdout
+        try:
+            text = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                                  timeout=60, stdin=subprocess.DEVNULL).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
         _versions[compiler] = next(
             (line.split("compiler version", 1)[1].strip() for line in text.splitlines()
              if "compiler version" in line), "unknown")

@@ -6,6 +6,7 @@ status with a reason, never an exception. Subprocesses get argument lists, timeo
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import cpu_tiles
+import iree_jobs
 from library import CpuTarget, Device, Target, TuningConfiguration, UserError
 from manifest import Dispatch, DispatchPaths, write_atomically
 
@@ -41,23 +43,12 @@ class IreeTools:
 
         The wheels' console scripts are Python wrappers costing ~0.1 s a call, so we bypass them.
         """
-        if bin_dir is not None:
-            folders = [bin_dir / "tools", bin_dir]
-        else:
-            folders = []
-            try:
-                import iree.compiler
-                import iree.runtime  # noqa: F401  (makes iree._runtime_libs importable)
-                import iree._runtime_libs
-                folders = [Path(iree.compiler.__file__).parent / "_mlir_libs",
-                           Path(iree._runtime_libs.__file__).parent]
-            except ImportError:
-                pass
         found = {}
         for name in TOOL_NAMES:
-            candidates = [f / name for f in folders if (f / name).is_file()]
-            if not candidates and bin_dir is None and shutil.which(name):
-                candidates = [Path(shutil.which(name))]
+            if bin_dir is None:
+                candidates = [Path(p) for p in [iree_jobs.find_tool(name)] if p]
+            else:
+                candidates = [f / name for f in (bin_dir / "tools", bin_dir) if (f / name).is_file()]
             if not candidates:
                 where = f"in {bin_dir} or {bin_dir}/tools" if bin_dir else \
                     "(install iree-base-compiler and iree-base-runtime, or pass --iree-bin-dir)"
@@ -66,11 +57,7 @@ class IreeTools:
         return cls(*(found[n] for n in TOOL_NAMES))
 
     def version(self) -> str:
-        result = run([str(self.compile), "--version"], timeout=60)
-        for line in result.stdout.splitlines():
-            if "compiler version" in line:
-                return line.split("compiler version", 1)[1].strip()
-        return "unknown"
+        return iree_jobs.compiler_version(str(self.compile))
 
 
 # --------------------------------------------------------------------------------------------
@@ -118,7 +105,7 @@ def resolve_cpu_target(tools: IreeTools, target: Target, runner: Runner | None =
         raise UserError(f"iree-compile printed no executable target for {asked}")
     values = {key: match.group(1) for key, match in found.items()}
     arch = values.pop("resolved_triple").split("-", 1)[0]
-    host = target.cpu == "host" and not target.target_triple and runner is None
+    host = target.cpu == "host" and not target.target_triple and runner in (None, run)
     return CpuTarget(values["name"], values["features"], target.target_triple, arch,
                      int(values["native_vector_bytes"]),
                      host_l2_cache_bytes() if host else cpu_tiles.DEFAULT_L2_CACHE_BYTES)
@@ -321,11 +308,16 @@ def _newer_than(path: Path, source: Path) -> bool:
     return path.is_file() and source.is_file() and path.stat().st_mtime >= source.stat().st_mtime
 
 
-# The MLIR Python bindings are not used from several threads at once. One context serves every
-# check: making one costs ~9 ms, more than parsing a dump (a sweep restored from the compile
-# cache is mostly these checks).
+# The MLIR Python bindings are not used from several threads at once.
 _IR_LOCK = threading.Lock()
-_IR_CONTEXT = []
+
+
+@functools.cache
+def _ir_context():
+    """One context for every check: making one costs ~9 ms, more than parsing a dump (a sweep
+    restored from the compile cache is mostly these checks)."""
+    from iree.compiler import ir
+    return ir.Context()
 
 
 def configuration_applied(dump_folder: Path, config: TuningConfiguration) -> str:
@@ -336,9 +328,7 @@ def configuration_applied(dump_folder: Path, config: TuningConfiguration) -> str
     from iree.compiler import ir
 
     with _IR_LOCK:
-        if not _IR_CONTEXT:
-            _IR_CONTEXT.append(ir.Context())
-        context = _IR_CONTEXT[0]
+        context = _ir_context()
         wanted = {"lowering_config": str(ir.Attribute.parse(config.lowering_config, context)),
                   "translation_info": str(ir.Attribute.parse(config.translation_info, context))}
         found = set()
@@ -355,8 +345,7 @@ def configuration_applied(dump_folder: Path, config: TuningConfiguration) -> str
                 ir.Module.parse(dump.read_text(), context).operation.walk(visit)
             except ir.MLIRError:
                 continue
-        found_lowering, found_translation = "lowering_config" in found, "translation_info" in found
-    return "yes" if found_lowering and found_translation else "no"
+    return "yes" if found == wanted.keys() else "no"
 
 
 # --------------------------------------------------------------------------------------------

@@ -66,9 +66,9 @@ class ModelTuner(Tuner):
     focus: tuple[str, ...] = ()  # the dispatches of the target being tuned
     data_tiling: Build | None = None  # the model with IREE's data tiling, compiled once
 
-    def __init__(self, args, s, tools, target, log, builder, remote, lowered: Path, function: str):
+    def __init__(self, args, s, tools, target, log, builder, machine, lowered: Path, function: str):
         self.lowered, self.function = lowered, function
-        super().__init__(args, s, tools, target, log, builder, remote)
+        super().__init__(args, s, tools, target, log, builder, machine)
 
     def signature_source(self) -> Path:
         return self.lowered
@@ -110,7 +110,7 @@ def run_model(args, s) -> int:
     """autotune.py --model."""
     if args.list and s.output is None:
         s.output = Path(tempfile.mkdtemp(prefix="autotune_list_")) / "list.csv"
-    tools, target, builder, remote = prepare(args, s)
+    tools, target, builder, machine = prepare(args, s)
     work = s.output.with_name(s.output.stem + "_work")
     work.mkdir(parents=True, exist_ok=True)
     lowered = lower(tools, target, s.input, work, args.compile_timeout)
@@ -118,7 +118,7 @@ def run_model(args, s) -> int:
     cpu = target.resolved_cpu()
     log = Log(s.output.with_suffix(".log"))
     log(f"Model {s.input}, function {function}, for {cpu.summary}")
-    tuner = ModelTuner(args, s, tools, target, log, builder, remote, lowered, function)
+    tuner = ModelTuner(args, s, tools, target, log, builder, machine, lowered, function)
     return tune(tuner, args, cpu)
 
 
@@ -274,7 +274,7 @@ class ModelResult:
 def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
                ) -> tuple[dict[str, Outcome], dict[str, Benchmark]]:
     """The whole model's builds, and IREE's data tiling beside them, in interleaved rounds."""
-    if tuner.data_tiling is None:  # measured again after each drop from the spec
+    if tuner.data_tiling is None:  # compiled once, timed again beside each spec
         tuner.data_tiling = tuner.build("model_data_tiling", None,
                                         shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))
     tiled = tuner.data_tiling

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import socket
 from pathlib import Path
 from typing import Sequence
 
@@ -19,7 +18,6 @@ import cluster
 import options
 
 from baselines import NumpyKernel, machine_peak
-from iree_jobs import cpu_model, physical_cores
 from launchers import (Benchmark, CompileRecord, IreeTools, check_runnable, run_module,
                        runtime_threads)
 from library import Device, Target, UserError
@@ -86,9 +84,9 @@ class Profiler:
     """Verifies and times the dispatches of one manifest, operation by operation."""
 
     def __init__(self, args, manifest: Manifest, target: Target, tools: IreeTools,
-                 remote: cluster.Remote | None = None):
+                 machine: cluster.Here | cluster.Remote):
         self.args = args
-        self.runner = remote.run if remote else None  # where dispatches run: here by default
+        self.runner = machine.run  # where dispatches run
         self.manifest = manifest
         self.device = options.runtime_device(args, target)
         self.tools = tools
@@ -98,11 +96,10 @@ class Profiler:
         cpu = target.cpu_target
         self.environment = {
             "target": target.name, "runtime device": self.device,
-            "cpu model": remote.facts["cpu_model"] if remote else cpu_model(),
-            "threads": runtime_threads(self.device, remote.facts["physical_cores"] if remote
-                                       else physical_cores()),
+            "cpu model": machine.facts["cpu_model"],
+            "threads": runtime_threads(self.device, machine.facts["physical_cores"]),
             "IREE version": manifest.iree_version,
-            "timed on": remote.label if remote else socket.gethostname(),  # what the times describe
+            "timed on": machine.label,  # what the times describe
             "vector bytes": cpu.native_vector_bytes if cpu else "N/A",
             "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
         }
@@ -217,18 +214,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.append or args.resume) and args.output is None:
         raise UserError("--append and --resume need --output")
     tools = IreeTools.locate(args.iree_bin_dir)
-    remote = None
+    machine = cluster.Here()
     if not args.dry_run:
         if args.scheduler and not args.profile_on:
             raise UserError("--scheduler here only serves --profile-on: timing stays on this "
                             "machine unless you choose a worker")
-        remote = cluster.remote_from_args(args, tools.version())
-        if remote and PROVIDER_NUMPY in args.providers:
-            raise UserError(f"--profile-on times on {remote.label}, but numpy runs here: leave "
+        machine = cluster.machine_from_args(args, tools.version())
+        if machine.remote and PROVIDER_NUMPY in args.providers:
+            raise UserError(f"--profile-on times on {machine.label}, but numpy runs here: leave "
                             "numpy out of --providers")
-    profiler = Profiler(args, manifest, target, tools, remote)
+    profiler = Profiler(args, manifest, target, tools, machine)
     if not args.dry_run and PROVIDER_IREE in args.providers:
-        check_runnable(tools, target, profiler.runner, remote.label if remote else "this machine")
+        check_runnable(tools, target, machine.run, machine.name)
 
     if args.dry_run:
         for dispatch in dispatches:
@@ -273,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(summary(results))
     failed = [r for r in results if r.failed]
     if args.plot is not None and results:
-        peak = machine_peak() if target.device is Device.LLVMCPU and remote is None else None
+        peak = machine_peak() if target.device is Device.LLVMCPU and not machine.remote else None
         written = write_plots(results, args.plot, peak)
         print(f"Wrote {len(written)} plots to {args.plot}")
     print(f"{len(results)} dispatches: {len(results) - len(failed)} ok, {len(failed)} FAILED/ERROR")

@@ -174,14 +174,15 @@ def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
                     continue
                 ops = list(modules.walk(func.operation))
                 marked = [op for op in ops if "root_op" in op.operation.attributes]
-                configured = [op for op in ops if op.operation.name.startswith("linalg.") and _kind(op) and (
+                linalg = [op for op in ops if op.operation.name.startswith("linalg.")]
+                configured = [op for op in linalg if _kind(op) and (
                     "lowering_config" in op.operation.attributes
                     or "compilation_info" in op.operation.attributes)]
                 if not marked and not configured:
                     continue
                 op = (marked or configured)[-1]
                 dispatch = ir.StringAttr(func.operation.attributes["sym_name"]).value
-                kind = _kind(op) if op.operation.name.startswith("linalg.") else ""
+                kind = _kind(op) if op in linalg else ""
                 attributes = op.operation.attributes
                 config = ""
                 if "compilation_info" in attributes:

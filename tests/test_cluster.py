@@ -252,3 +252,25 @@ def test_profile_on_a_worker_verifies_and_times_there(scheduler, tools, tmp_path
     numpy = run_script("profiler.py", "--generated-dir", gen, "--providers=iree,numpy",
                        "--scheduler", address, "--profile-on", worker)
     assert numpy.returncode == 2 and "numpy runs here" in numpy.stderr
+
+
+@pytest.mark.parametrize("cpu", [["--cpu=skylake-avx512"],
+                                 ["--cpu=neoverse-n1", "--target-triple=aarch64-unknown-linux-gnu"]],
+                         ids=["avx512", "neon"])
+def test_other_cpus_compile_on_the_cluster_under_their_own_cache_keys(scheduler, tmp_path, cpu):
+    """Cross-compiled on the workers; the default dispatch's MLIR is the host's to the byte, and
+    still no host entry answers it: the resolved target is in the key."""
+    address, _ = scheduler
+    cache = ["--cache-dir", tmp_path / "cache"]
+    host = generate(tmp_path / "host")
+    assert run_script("compile.py", "--generated-dir", host, some(host), *cache).returncode == 0
+    other = generate(tmp_path / "other", *cpu)
+    default = f"{OPERATION}_default.mlir"
+    assert (other / FOLDER / default).read_text() == (host / FOLDER / default).read_text()
+    done = run_script("compile.py", "--generated-dir", other, some(other), *cache,
+                      "--scheduler", address, "--verify-only")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Compiled 3, from cache 0, up-to-date 0, failed 0" in done.stdout
+    there = records(other)
+    assert all(r["compiled_on"].startswith("tcp://") for r in there.values())
+    assert [r["config_applied"] for n, r in sorted(there.items()) if "tile_config" in n] == ["yes", "yes"]
