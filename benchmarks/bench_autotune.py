@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 
 from bench_tuner import module_text
-from common import ROOT, script
+from common import script
 
-sys.path.insert(0, str(ROOT))
-import tuning_space  # noqa: E402
-from baselines import timed_calls  # noqa: E402
-from launchers import Benchmark, IreeTools, compile_command, resolve_target, run  # noqa: E402
-from library import Target  # noqa: E402
-from measurement import Candidate, Protocol, measure  # noqa: E402
+from iree_dispatch_profiler.tuning import space as tuning_space
+from iree_dispatch_profiler.sweep.baselines import timed_calls
+from iree_dispatch_profiler.iree.launchers import (Benchmark, IreeTools, compile_command,
+                                                   resolve_target, run)
+from iree_dispatch_profiler.core.library import Target
+from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 
 SHAPES = [(512, 512, 512), (768, 512, 1024), (500, 300, 700), (1000, 1000, 1000)]
 

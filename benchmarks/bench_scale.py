@@ -19,8 +19,7 @@ import pandas as pd
 
 from common import ROOT
 
-sys.path.insert(0, str(ROOT))
-import stats  # noqa: E402
+from iree_dispatch_profiler.core import stats
 
 # ~10,000 dispatches: 106 x 4 x 2 f32 matmul shapes, each with its CPU's tile configs.
 SWEEP = ["--problem-m=32:3392:32", "--problem-n=128,256,384,512", "--problem-k=64,128",

@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from common import ROOT, script
+from common import script
 
-sys.path.insert(0, str(ROOT))
-import stats  # noqa: E402
-from launchers import Benchmark, CompileRecord, IreeTools, run  # noqa: E402
-from manifest import Manifest  # noqa: E402
-from measurement import Candidate, Protocol, measure  # noqa: E402
-from verification import ReferenceCache  # noqa: E402
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, run
+from iree_dispatch_profiler.sweep.build import CompileRecord
+from iree_dispatch_profiler.sweep.manifest import Manifest
+from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.sweep.verification import ReferenceCache
 
 SHAPE = (768, 512, 1024)  # the seed's own command line
 

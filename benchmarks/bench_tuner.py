@@ -21,11 +21,10 @@ import pandas as pd
 
 from common import ROOT, script
 
-sys.path.insert(0, str(ROOT))
-import strategies  # noqa: E402
-import tunable  # noqa: E402
-import tuning_space  # noqa: E402
-from plots import plt  # noqa: E402
+from iree_dispatch_profiler.tuning import strategies
+from iree_dispatch_profiler.iree import tunable
+from iree_dispatch_profiler.tuning import space as tuning_space
+from iree_dispatch_profiler.sweep.plots import plt
 
 DATA = ROOT / "benchmarks" / "data"
 # f32 GEMMs: a multiple of every tile, a shape that is not, and a larger square one.

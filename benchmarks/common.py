@@ -14,6 +14,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT.parent / "shared" / "workloads"
+sys.path.insert(0, str(ROOT))  # the package from this checkout, installed or not
 
 
 def parse_args(description: str) -> tuple[argparse.Namespace, Path]:

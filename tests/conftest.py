@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from iree_dispatch_profiler.core.library import CpuTarget
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "tests" / "data"
-sys.path.insert(0, str(ROOT))
 # The scripts' compile cache (compile_cache.default_dir): one per test session, shared by its
 # tests as by a user's runs, and never the user's own.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="idp_test_cache_")
-
-from library import CpuTarget  # noqa: E402
 
 # One CPU of each SIMD family, as IREE resolves them (native_vector_size), for tests that need
 # no compiler.
@@ -37,5 +36,5 @@ def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.Comp
 
 @pytest.fixture(scope="session")
 def tools():
-    from launchers import IreeTools
+    from iree_dispatch_profiler.iree.launchers import IreeTools
     return IreeTools.locate()

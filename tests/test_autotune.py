@@ -62,8 +62,8 @@ def test_tuning_spec_applies_to_the_untouched_module(seed_run, tools, tmp_path):
     assert "applies to the untouched module: op 0 yes" in result.stdout
     best = (folder / "matmul_best.mlir").read_text()
     distribution = best[best.index("distribution = "):].split("]")[0] + "]"
-    from launchers import resolve_target
-    from library import Target
+    from iree_dispatch_profiler.iree.launchers import resolve_target
+    from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target())
     command = [str(tools.compile), str(folder / "matmul.mlir"), *target.compiler_flags(),
                f"--iree-codegen-tuning-spec-path={folder / 'matmul_tuning_spec.mlir'}",
@@ -151,10 +151,10 @@ def test_the_seed_placeholder_iree_bin_is_named(tmp_path):
 def test_tile_points_compile_for_each_simd_family(tools, tmp_path, cpu, triple):
     """Tile points of autotune.py's spaces for CPUs other than this one, cross-compiled up to
     IREE's codegen (where a config is accepted or rejected): none is rejected."""
-    import tunable
-    import tuning_space
-    from launchers import compile_command, resolve_target, run
-    from library import Target
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.tuning import space as tuning_space
+    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     module = DATA / "multi_op.mlir"
     for op in tunable.find(module)[:2]:  # the matmul and the batch_matmul

@@ -3,11 +3,10 @@ import itertools
 
 import pytest
 
-import cpu_tiles
-import matmul
-from conv import Conv2dOperation
 from conftest import AVX2, AVX512, NEON
-from library import DataType, Device, Target, TensorDescription
+from iree_dispatch_profiler.core.library import DataType, Device, Target, TensorDescription
+from iree_dispatch_profiler.ops import cpu_tiles, matmul
+from iree_dispatch_profiler.ops.conv import Conv2dOperation
 
 CPUS = {"avx2": AVX2, "avx512": AVX512, "neon": NEON}
 F32, F16, BF16, I8, I32 = DataType.f32, DataType.f16, DataType.bf16, DataType.i8, DataType.i32
@@ -63,7 +62,7 @@ def test_small_dimensions_get_no_tile_configs():
 def test_conv_configs_are_legal_and_at_least_8(cpu, shape):
     for (a, c), layout in itertools.product(TYPES, ("nhwc_hwcf", "nchw_fchw")):
         op = Conv2dOperation(*shape, input_type=a, output_type=c, layout=layout)
-        tiles = cpu_tiles.conv_tiles(cpu, op)
+        tiles = cpu_tiles.conv_tiles(cpu, op, op.input_type, op.output_type)
         assert len(set(tiles)) == len(tiles) >= 8, (op.name, cpu.name)
         for t in tiles:
             assert cpu_tiles.is_legal_vector_tile(cpu, (t.vw, t.vf, t.vc), c)

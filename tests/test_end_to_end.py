@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import FAST, run_script
-from performance_report import COLUMNS
+from iree_dispatch_profiler.sweep.performance_report import COLUMNS
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 CPUS = ["host"] + (["haswell"] if X86 else [])

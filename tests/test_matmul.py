@@ -1,13 +1,14 @@
 import numpy as np
 import pytest
 
-import matmul
 from conftest import AVX2
-from cpu_tiles import MatmulTile
-from library import (DataType, Device, Layout, Target, TensorDescription, TuningConfiguration)
+from iree_dispatch_profiler.core.library import (DataType, Device, Layout, Target,
+                                                 TensorDescription, TuningConfiguration)
+from iree_dispatch_profiler.ops import cuda_tiles, matmul
+from iree_dispatch_profiler.ops.cpu_tiles import MatmulTile
+from iree_dispatch_profiler.sweep.verification import compare, tolerance
 
 CPU = Target(Device.LLVMCPU, cpu_target=AVX2)
-from verification import compare, tolerance
 
 
 def op(m, n, k, a="f32t", b="f32t", c="f32t"):
@@ -54,13 +55,13 @@ def test_cuda_configs_obey_thread_shared_memory_and_divisibility_rules():
     assert tiled and all(c.name.endswith("_tensorcore_mmasync") for c in tiled)
     for c in tiled:
         threads = int(c.translation_info.split("workgroup_size = [")[1].split(",")[0])
-        assert threads <= matmul.CUDA_MAX_THREADS and threads % 32 == 0
+        assert threads <= cuda_tiles.MAX_THREADS and threads % 32 == 0
     # 384 is not divisible by 256: the 128x256 tile is dropped, others stay.
     names = {c.name for c in matmul.tuning_configurations(op(384, 384, 512, "f16t", "f16t", "f16t"), target)}
     assert "tile_config_128x256_32x3_tensorcore_mmasync" not in names
     assert "tile_config_128x128_32x5_tensorcore_mmasync" in names
     # Ten stages of 64x64x32 f16 tiles need 80 KiB; 256x256x64 with 4 stages needs 256 KiB.
-    assert matmul.cuda_shared_memory_bytes(64, 64, 32, 10, 2) == 81920
+    assert cuda_tiles.shared_memory_bytes(64, 64, 32, 10, 2) == 81920
     assert matmul.cuda_tensorcore_configuration(op(512, 512, 512, "f16t", "f16t", "f16t"), "sm_89",
                                                 256, 256, 64, 4) is None
 
@@ -99,8 +100,8 @@ def test_emitted_mlir_carries_the_configuration_only_when_asked():
 
 
 def test_summary_never_ranks_a_configuration_iree_ignored():
-    from performance_report import PerformanceResult, summary
-    from stats import Estimate
+    from iree_dispatch_profiler.sweep.performance_report import PerformanceResult, summary
+    from iree_dispatch_profiler.core.stats import Estimate
 
     def row(config, ms, applied):
         return PerformanceResult(f"op_{config}", "op", config, "", {}, 2_000_000, 1,

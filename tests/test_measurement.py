@@ -6,9 +6,10 @@ import statistics
 import pandas as pd
 
 from conftest import run_script
-from launchers import CompileRecord, run
-from manifest import Manifest
-from verification import ReferenceCache
+from iree_dispatch_profiler.iree.launchers import run
+from iree_dispatch_profiler.sweep.build import CompileRecord
+from iree_dispatch_profiler.sweep.manifest import Manifest
+from iree_dispatch_profiler.sweep.verification import ReferenceCache
 
 
 def test_profiler_time_is_the_dispatch_time(tmp_path, tools):

@@ -13,9 +13,9 @@ FIRST_MATMUL = ("tensor<64x256xf32>", "tensor<512x256xf32>", "tensor<64x512xf32>
 
 def matmul_spec(path, operand_types):
     """A tuning spec giving the MLP's first Linear (or whatever has these types) a tile config."""
-    import tuning_space
-    import tuning_spec
-    from tunable import TunableOp
+    from iree_dispatch_profiler.tuning import space as tuning_space
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    from iree_dispatch_profiler.iree.tunable import TunableOp
     op = TunableOp(0, "main", "linalg.matmul", "contraction", (64, 512, 256),
                    (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))), operand_types, "f32", "f32")
     config = tuning_space.configuration(op, tuning_space.Point(32, 64, 8, 8, 16))
@@ -63,10 +63,10 @@ def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path, cpu, triple):
     """Why batch-1 2-D convs are listed as not tunable, on every SIMD family (cross-compiled):
     when IREE keeps a config on them, this fails and the rule in tuning_space.tunable_reason
     should go."""
-    import tunable
-    import tuning_space
-    from launchers import compile_command, resolve_target, run
-    from library import Target
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.tuning import space as tuning_space
+    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     conv = tunable.find(DATA / "multi_op.mlir")[2]
     assert conv.size("batch") == 1 and "batch-1" in tuning_space.tunable_reason(conv)

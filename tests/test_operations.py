@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from conftest import FAST, run_script
-from conv import LAYOUTS, Conv2dOperation
-from library import DataType
-from manifest import Manifest
+from iree_dispatch_profiler.ops.conv import LAYOUTS, Conv2dOperation
+from iree_dispatch_profiler.core.library import DataType
+from iree_dispatch_profiler.sweep.manifest import Manifest
 
 
 def default_and_first_tile(gen) -> str:

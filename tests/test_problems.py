@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-import problems
 from conftest import ROOT, run_script
-from library import UserError
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.ops import problems
 
 WORKLOADS = ROOT.parent / "shared" / "workloads"
 
@@ -27,7 +27,7 @@ def test_mmperf_keeps_batches_and_skips_inactive_rows(tmp_path):
 
 def test_sdxl_conv_rows_read_with_their_torch_column_names():
     found = problems.conv_problems(WORKLOADS / "sdxl_unet_conv2d_shapes.csv", {})
-    assert problems.ConvProblem(2, 128, 128, 4, 320, 3, 3, (1, 1), (1, 1), (1, 1)) in found
+    assert problems.ConvShape(2, 128, 128, 4, 320, 3, 3, (1, 1), (1, 1), (1, 1)) in found
     assert any(p.stride == (2, 2) for p in found)
 
 

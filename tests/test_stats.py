@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-import stats
-from launchers import Sample
-from measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.iree.launchers import Sample
+from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 
 
 def noisy(median: float, cv: float, n: int, seed: int) -> np.ndarray:

@@ -5,13 +5,12 @@ import itertools
 import numpy as np
 import pytest
 
-import cpu_tiles
-import scheduler_config
-import strategies
-import tuning_space
 from conftest import AVX2, AVX512, DATA_DIR, NEON
-from library import DataType
-from tunable import TunableOp
+from iree_dispatch_profiler.core.library import DataType
+from iree_dispatch_profiler.iree.tunable import TunableOp
+from iree_dispatch_profiler.ops import cpu_tiles
+from iree_dispatch_profiler.tuning import scheduler_config, strategies
+from iree_dispatch_profiler.tuning import space as tuning_space
 
 MATMUL = TunableOp(0, "main", "linalg.matmul", "contraction", (500, 384, 256),
                    (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))),

@@ -1,0 +1,15 @@
+"""Profile and tune IREE dispatches: generate, compile, verify, time and tune.
+
+Layers, each importing only those before it (tests/test_layout.py holds this):
+
+  core    vocabulary: library (types, targets, configurations), stats, files, values
+  ops     operation families and their tile rules; registry: the one list of kinds
+  iree    IREE's tools and bindings: launchers, iree_jobs, compile cache, cluster,
+          user modules (modules, tunable), the config-applied check
+  sweep   generated dispatches: manifest, build, verification, measurement, profiling,
+          comparison, baselines, report, plots, progress
+  tuning  strategies, spaces, specs, the seed's cfg, records; one engine with single_op
+          and model tuning as its clients
+  cli     options and one module per command (generator, compile, profiler, compare,
+          autotune); the scripts at the top of a checkout and the installed commands call them
+"""

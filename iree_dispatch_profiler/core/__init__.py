@@ -1,0 +1,1 @@
+"""Vocabulary every layer shares; imports nothing else of the package."""

@@ -1,0 +1,331 @@
+"""IREE's tools as this project runs them: find them, resolve the target, build compile command
+lines, run and benchmark modules.
+
+Every call returns a typed result; a dispatch's own failure (compile error, crash, hang) is a
+status with a reason, never an exception. Subprocesses get argument lists, timeouts and logs.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import signal
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from iree_dispatch_profiler.core.library import CpuTarget, Device, Target, UserError
+from iree_dispatch_profiler.iree import iree_jobs
+from iree_dispatch_profiler.ops import cpu_tiles
+
+TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
+
+
+@dataclass(frozen=True)
+class IreeTools:
+    compile: Path
+    run_module: Path
+    benchmark_module: Path
+
+    @classmethod
+    def locate(cls, bin_dir: Path | None = None) -> "IreeTools":
+        """The native executables: from `bin_dir` (or its tools/), else inside the pip wheels.
+
+        The wheels' console scripts are Python wrappers costing ~0.1 s a call, so we bypass them.
+        """
+        found = {}
+        for name in TOOL_NAMES:
+            if bin_dir is None:
+                candidates = [Path(p) for p in [iree_jobs.find_tool(name)] if p]
+            else:
+                candidates = [f / name for f in (bin_dir / "tools", bin_dir) if (f / name).is_file()]
+            if not candidates:
+                where = f"in {bin_dir} or {bin_dir}/tools" if bin_dir else \
+                    "(install iree-base-compiler and iree-base-runtime, or pass --iree-bin-dir)"
+                raise UserError(f"cannot find {name} {where}")
+            found[name] = candidates[0]
+        return cls(*(found[n] for n in TOOL_NAMES))
+
+    def version(self) -> str:
+        return iree_jobs.compiler_version(str(self.compile))
+
+
+# --------------------------------------------------------------------------------------------
+# Target resolution: ask IREE what it makes of the CPU options, exactly as it will compile.
+_PROBE = """func.func @probe(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %b = arith.addf %a, %a : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+"""
+_TARGET_FIELDS = {"name": r'cpu = "([^"]*)"', "features": r'cpu_features = "([^"]*)"',
+                  "native_vector_bytes": r"native_vector_size = (\d+)",
+                  "resolved_triple": r'target_triple = "([^"]*)"'}
+
+
+def resolve_cpu_target(tools: IreeTools, target: Target, runner: Runner | None = None) -> CpuTarget:
+    """IREE's resolution of --cpu/--cpu-features/--target-triple (`host` becomes the CPU and
+    features of the machine `runner` runs on). Unknown names are a UserError: IREE only warns
+    about an unknown aarch64 CPU or feature and compiles generic code."""
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "probe.mlir"
+        source.write_text(_PROBE)
+        asked_flags = replace(target, cpu_target=None).compiler_flags()
+        result = (runner or run)([str(tools.compile), str(source), *asked_flags,
+                                  "--compile-to=executable-sources"], 120)
+    stderr = result.stderr
+    asked = " ".join(target.requested_cpu_flags())
+    if "Unknown CPU for target architecture" in stderr:
+        arch = stderr.split("Unknown CPU for target architecture", 1)[1].split(".", 1)[0].strip()
+        known = re.search(r"List of accepted CPUs: (.*)", stderr)
+        names = [n.strip() for n in known.group(1).split(",")] if known else []
+        close = difflib.get_close_matches(target.cpu, names, n=3)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise UserError(f"--cpu={target.cpu} is not a CPU LLVM knows for {arch}{hint} "
+                        f"(list: iree-compile --iree-llvmcpu-target-cpu=help {asked})")
+    unknown = sorted(set(re.findall(r"'([^']*)' is not a recognized feature", stderr)))
+    if unknown:
+        raise UserError(f"--cpu-features: {', '.join(unknown)} not known to LLVM for this target")
+    if "createTargetMachine" in stderr or (not result.ok and target.target_triple):
+        raise UserError(f"--target-triple={target.target_triple}: iree-compile cannot target it")
+    if not result.ok:
+        raise UserError(f"iree-compile cannot resolve the target ({asked}): "
+                        f"{result.failure('iree-compile', 120)}")
+    found = {key: re.search(pattern, result.stdout) for key, pattern in _TARGET_FIELDS.items()}
+    if not all(found.values()):
+        raise UserError(f"iree-compile printed no executable target for {asked}")
+    values = {key: match.group(1) for key, match in found.items()}
+    arch = values.pop("resolved_triple").split("-", 1)[0]
+    host = target.cpu == "host" and not target.target_triple and runner in (None, run)
+    return CpuTarget(values["name"], values["features"], target.target_triple, arch,
+                     int(values["native_vector_bytes"]),
+                     host_l2_cache_bytes() if host else cpu_tiles.DEFAULT_L2_CACHE_BYTES)
+
+
+def host_l2_cache_bytes() -> int:
+    """This machine's per-core L2 size from sysfs (Linux), else the cross-compiling default."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip()
+                scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+                return int(size.rstrip("KMG")) * scale
+        except (OSError, ValueError):
+            continue
+    return cpu_tiles.DEFAULT_L2_CACHE_BYTES
+
+
+def resolve_target(tools: IreeTools, target: Target, runner: Runner | None = None) -> Target:
+    """The target with its llvm-cpu part resolved (other devices need no resolution)."""
+    if target.device is not Device.LLVMCPU:
+        return target
+    return replace(target, cpu_target=resolve_cpu_target(tools, target, runner))
+
+
+def check_runnable(tools: IreeTools, target: Target, runner: Runner | None = None,
+                   machine: str = "this machine") -> None:
+    """Refuse, in one line, to run llvm-cpu code the machine (`runner`'s) cannot execute."""
+    if target.device is not Device.LLVMCPU:
+        return
+    host = resolve_cpu_target(tools, Target(), runner)
+    why = target.resolved_cpu().cannot_run_on(host)
+    if why:
+        why = why.replace("this machine", machine)
+        raise UserError(f"these dispatches were compiled for {target.resolved_cpu().summary}; "
+                        f"{machine} cannot run them: {why}. Profile them on such a machine, or "
+                        "generate again for --cpu=host")
+
+
+@dataclass
+class ProcessResult:
+    returncode: int | None  # None: killed at the timeout
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def failure(self, what: str, timeout: float) -> str:
+        """One line saying why a failed process failed."""
+        if self.returncode is None:
+            return f"{what} timed out after {timeout:g} s"
+        if self.returncode < 0:
+            return f"{what} crashed ({signal.Signals(-self.returncode).name})"
+        # IREE's first diagnostic, without the `/long/path/x.mlir:3:5: error: ` prefix (the full
+        # text stays in the log).
+        for line in self.stderr.splitlines():
+            match = re.search(r"\berror: (.*)", line)
+            if match:
+                return f"{what}: {match.group(1).strip().rstrip(':')[:300]}"
+        detail = (self.stderr.strip().splitlines() or ["no output"])[-1].strip()
+        return f"{what} exited {self.returncode}: {detail[:300]}"
+
+
+def run(command: list[str], timeout: float) -> ProcessResult:
+    """`command` on this machine (iree_jobs.run_command, the one subprocess runner)."""
+    return ProcessResult(**iree_jobs.run_command(command, timeout))
+
+
+# How a tool is run: `run` here, or cluster.Remote.run on a chosen worker.
+Runner = Callable[[list[str], float], ProcessResult]
+
+
+# --------------------------------------------------------------------------------------------
+# Compilation
+SPEC_FLAG = "--iree-codegen-tuning-spec-path"
+NO_THREADS = "--mlir-disable-threading"
+
+
+def compile_flags(target: Target, flags: list[str]) -> list[str]:
+    """The one place that decides iree-compile's flags: the target's, then `flags`."""
+    if any(flag.startswith(SPEC_FLAG) for flag in flags) and NO_THREADS not in flags:
+        # IREE 3.13 deadlocks now and then (3 compiles in 30 here) when threads load the
+        # tuning spec together (getOrLoadTransformLibraryModule); one thread never did.
+        flags = [*flags, NO_THREADS]
+    return [*target.compiler_flags(), *flags]
+
+
+def compile_command(tools: IreeTools, target: Target, source: Path, output: Path,
+                    flags: list[str]) -> list[str]:
+    """The iree-compile command line, as run here (and as shown to reproduce a build)."""
+    return [str(tools.compile), str(source), *compile_flags(target, flags), "-o", str(output)]
+
+
+# --------------------------------------------------------------------------------------------
+# Running and benchmarking
+@dataclass(frozen=True)
+class Buffer:
+    """A raw little-endian file with its IREE type, e.g. `128x256xf16`."""
+
+    path: Path
+    shape: tuple[int, ...]
+    element_type: str
+
+    @property
+    def flag(self) -> str:
+        return f"{'x'.join(map(str, self.shape))}x{self.element_type}=@{self.path}"
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    reason: str = ""
+
+
+def run_module(tools: IreeTools, vmfb: Path, function: str, device: str, inputs: list[str],
+               outputs: list[Path], timeout: float, flags: Sequence[str] = (),
+               runner: Runner | None = None) -> RunResult:
+    """Run once with `--input=` values, writing each result to its file of `outputs` (`.bin`:
+    raw, since .npy cannot hold bf16; `.npy` otherwise)."""
+    command = [str(tools.run_module), f"--module={vmfb}", f"--function={function}",
+               f"--device={device}", *(f"--input={i}" for i in inputs), *flags,
+               *(f"--output=@{o}" for o in outputs)]
+    for output in outputs:
+        output.unlink(missing_ok=True)
+    result = (runner or run)(command, timeout)
+    if not result.ok:
+        return RunResult(False, result.failure("iree-run-module", timeout))
+    if not all(o.is_file() for o in outputs):
+        return RunResult(False, "iree-run-module wrote fewer outputs than asked")
+    return RunResult(True)
+
+@dataclass
+class Sample:
+    """One timing: ms per computation, or why there is none."""
+
+    ok: bool
+    reason: str = ""
+    ms: float = math.nan
+
+
+# Google Benchmark's own warm-up before each sample: first-touch page faults and the worker
+# threads' start belong to no computation.
+WARMUP_SECONDS = 0.01
+
+
+@dataclass
+class Benchmark:
+    """One function of one vmfb as iree-benchmark-module times it. Each `sample` is one process
+    timing about `seconds` of work; after the first, the iteration count is fixed from the last
+    time, so no time goes into Google Benchmark's own iteration search.
+
+    With `dispatch_statistics`, a sample is the time of the dispatches themselves (IREE's HAL
+    profiling, `--dispatch_statistics`), not of the invocation around them: on a 2-core VM the
+    invocation of a 512^3 matmul took 1.35x its dispatch, and varied three times as much. Where
+    the backend gives no dispatch rows, the invocation time is used."""
+
+    tools: IreeTools
+    vmfb: Path
+    function: str
+    device: str
+    inputs: list[str]  # --input= values: `2x3xf32=@a.bin`, `@a.npy`
+    repeats: int = 1  # dispatch repeat count compiled into the vmfb
+    flags: list[str] = field(default_factory=list)  # --parameters=..., task topology
+    timeout: float = 120.0
+    dispatch_statistics: bool = False
+    dispatches: tuple[str, ...] = ()  # with dispatch_statistics: time only these dispatches
+    runner: Runner | None = None  # where it runs: here by default
+    invocation_ms: float = math.nan
+    rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
+
+    def command(self, seconds: float) -> list[str]:
+        if self.invocation_ms > 0:
+            time_flag = f"{max(1, math.ceil(seconds * 1e3 / self.invocation_ms))}x"
+        else:
+            time_flag = f"{seconds:g}s"
+        return [str(self.tools.benchmark_module), f"--module={self.vmfb}",
+                f"--function={self.function}", f"--device={self.device}",
+                *(f"--input={i}" for i in self.inputs), *self.flags,
+                # the vmfb repeats each dispatch `repeats` times; batch_size divides that back out
+                f"--batch_size={self.repeats}", "--benchmark_repetitions=1",
+                f"--benchmark_min_time={time_flag}",
+                f"--benchmark_min_warmup_time={WARMUP_SECONDS}", "--benchmark_format=json",
+                *(["--dispatch_statistics"] if self.dispatch_statistics else [])]
+
+    def sample(self, seconds: float) -> Sample:
+        result = (self.runner or run)(self.command(seconds), self.timeout)
+        if not result.ok:
+            return Sample(False, result.failure("iree-benchmark-module", self.timeout))
+        invocation, rows = parse_benchmark_json(result.stdout)
+        if invocation.ok:
+            self.invocation_ms = invocation.ms * self.repeats
+            self.rows.append(rows)
+        if self.dispatch_statistics and not rows:
+            self.dispatch_statistics = False  # this backend has none: the invocation it is
+        if not self.dispatch_statistics or not invocation.ok:
+            return invocation
+        if self.dispatches:
+            if not set(self.dispatches) & set(rows):
+                return Sample(False, f"no dispatch {', '.join(self.dispatches)} ran")
+            return Sample(True, ms=sum(ms for name, (_, ms) in rows.items()
+                                       if name in self.dispatches))
+        return Sample(True, ms=sum(ms for _, ms in rows.values()))
+
+
+def parse_benchmark_json(text: str) -> tuple[Sample, dict[str, tuple[float, float]]]:
+    """The mean real time per iteration of the one repetition, and each dispatch's (calls, ms)
+    in it (--dispatch_statistics rows; the time of all its calls in one invocation, measured
+    so: a dispatch called 4 times reports 4x the time of one call). All divided by batch_size."""
+    try:
+        report = json.loads(text)
+        scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+        rows = report["benchmarks"]
+        times = [b["real_time"] * scale[b["time_unit"]] for b in rows
+                 if b.get("run_type") == "iteration" and "/process_time/" in b["name"]]
+        dispatches = {b["name"].split("/", 1)[-1]: (b["calls"], b["real_time"] * scale[b["time_unit"]])
+                      for b in rows if "calls" in b}
+    except (ValueError, KeyError, TypeError) as error:
+        return Sample(False, f"unreadable iree-benchmark-module output ({error})"), {}
+    if not times or min(times) <= 0:
+        return Sample(False, "iree-benchmark-module reported no time"), {}
+    return Sample(True, ms=times[0]), dispatches
+
+
+def runtime_threads(device: str, physical_cores: int) -> int | str:
+    """Worker threads of the runtime device: local-task uses one per physical core."""
+    if device == "local-sync":
+        return 1
+    return physical_cores if device == "local-task" else "N/A"

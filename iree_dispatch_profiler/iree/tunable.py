@@ -1,0 +1,209 @@
+"""The tunable ops of a user's module, found on the IR with IREE's Python bindings (never by
+text): contractions (matmul with any indexing maps, batch_matmul, contraction-like
+linalg.generic) and convolutions, with their loop bounds and types. And the module again with a
+compilation_info attached to chosen ops."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.iree import modules
+
+# Named 2-D convolutions carry no indexing_maps attribute: their loop order, and where each
+# loop's bound is read (operand, dimension), from their definitions in linalg's OpDSL.
+NAMED_CONV_LOOPS = {
+    # (n, oh, ow, f, kh, kw, c): output n,oh,ow,f; filter kh,kw,c,f
+    "linalg.conv_2d_nhwc_hwcf": [(2, 0), (2, 1), (2, 2), (2, 3), (1, 0), (1, 1), (1, 2)],
+    # (n, f, oh, ow, c, kh, kw): output n,f,oh,ow; filter f,c,kh,kw
+    "linalg.conv_2d_nchw_fchw": [(2, 0), (2, 1), (2, 2), (2, 3), (1, 1), (1, 2), (1, 3)],
+}
+CONTRACTION_DIMS = ("batch", "m", "n", "k")
+CONVOLUTION_DIMS = ("batch", "output_image", "output_channel", "filter_loop", "input_channel",
+                    "depth")
+
+
+@dataclass(frozen=True)
+class TunableOp:
+    index: int  # position among the module's tunable ops in IR order: what --op names
+    function: str  # the function it is in: what verification and timing run
+    name: str  # linalg.matmul, linalg.generic, ...
+    kind: str  # "contraction" or "convolution"
+    loops: tuple[int, ...]  # static bounds, in the op's iteration-domain order; () if unknown
+    dims: tuple[tuple[str, tuple[int, ...]], ...]  # dimension class -> loop positions
+    operand_types: tuple[str, ...]  # MLIR types of the inputs then the init, as printed
+    input_element: str
+    accumulator_element: str
+
+    def positions(self, dim: str) -> tuple[int, ...]:
+        return dict(self.dims).get(dim, ())
+
+    def size(self, dim: str) -> int:
+        return math.prod(self.loops[i] for i in self.positions(dim))
+
+    @property
+    def shape(self) -> str:
+        """`b=4 m=64 n=96 k=32`, or the conv's classes; '?' where a bound is not static."""
+        if not self.loops:
+            return "dynamic shape"
+        short = {"output_image": "out", "output_channel": "f", "filter_loop": "filter",
+                 "input_channel": "c"}
+        parts = []
+        for dim, positions in self.dims:
+            if positions:
+                sizes = "x".join(str(self.loops[i]) for i in positions)
+                parts.append(f"{short.get(dim, dim)}={sizes}")
+        return " ".join(parts)
+
+    @property
+    def types(self) -> str:
+        return f"{self.input_element} -> {self.accumulator_element}"
+
+
+def _functions(module) -> Iterator[tuple[str, object]]:
+    from iree.compiler import ir
+
+    for op in module.body.operations:
+        if op.operation.name in ("func.func", "util.func"):
+            yield ir.StringAttr(op.operation.attributes["sym_name"]).value, op
+
+
+def _candidates(module) -> Iterator[tuple[str, object, str]]:
+    """(function, op, kind) for every contraction and convolution, in IR order."""
+    for function, func in _functions(module):
+        for op in modules.walk(func.operation):
+            kind = _kind(op) if op.operation.name.startswith("linalg.") else ""
+            if kind:
+                yield function, op, kind
+
+
+def _loop_bounds(op) -> tuple[int, ...]:
+    """Static loop bounds, read from the operand dimension each loop indexes directly."""
+    from iree.compiler import ir
+
+    shapes = [ir.ShapedType(value.type) for value in op.operands]
+    if any(not s.has_static_shape for s in shapes):
+        return ()
+    name = op.operation.name
+    if name in NAMED_CONV_LOOPS:
+        return tuple(shapes[o].shape[d] for o, d in NAMED_CONV_LOOPS[name])
+    if "indexing_maps" not in op.operation.attributes:
+        return ()
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
+    bounds: dict[int, int] = {}
+    for affine_map, shape in zip(maps, shapes):
+        for position, expr in enumerate(affine_map.results):
+            if isinstance(expr, ir.AffineDimExpr):
+                bounds.setdefault(ir.AffineDimExpr(expr).position, shape.shape[position])
+    count = maps[0].n_dims if maps else 0
+    if sorted(bounds) != list(range(count)):
+        return ()
+    return tuple(bounds[i] for i in range(count))
+
+
+def _element(value) -> str:
+    from iree.compiler import ir
+
+    return str(ir.ShapedType(value.type).element_type)
+
+
+def describe(op, index: int, function: str, kind: str) -> TunableOp:
+    """A contraction or convolution op as the tuner sees it."""
+    from iree.compiler.dialects import linalg
+
+    if kind == "contraction":
+        inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
+    else:
+        inferred, names = linalg.infer_convolution_dimensions(op), CONVOLUTION_DIMS
+    dims = tuple((n, tuple(int(i) for i in getattr(inferred, n))) for n in names)
+    operands = op.operands
+    return TunableOp(index, function, op.operation.name, kind, _loop_bounds(op), dims,
+                     tuple(str(v.type) for v in operands), _element(operands[0]),
+                     _element(operands[len(operands) - 1]))
+
+
+def _kind(op) -> str:
+    from iree.compiler.dialects import linalg
+
+    if linalg.isa_contraction_op(op):
+        return "contraction"
+    return "convolution" if linalg.isa_convolution_op(op) else ""
+
+
+def find(path: Path) -> list[TunableOp]:
+    """Every tunable op of the module in `path`, in IR order."""
+    from iree.compiler import ir
+
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    with ir.Context() as context:
+        module = modules.parse(text, str(path), context)
+        return [describe(op, index, function, kind)
+                for index, (function, op, kind) in enumerate(_candidates(module))]
+
+
+@dataclass(frozen=True)
+class DispatchRoot:
+    """The root op of one of a model's dispatches (IREE's --iree-codegen-add-tuner-attributes)."""
+
+    dispatch: str  # the dispatch function, as --dispatch_statistics names it
+    name: str  # the root op's name
+    op: TunableOp | None  # None: not a contraction or convolution
+    lowering_config: str  # the config IREE gave it ("" if none)
+
+
+def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
+    """Root ops of the executable benchmarks IREE dumped to `folder`
+    (--iree-hal-dump-executable-benchmarks-to), by dispatch; `function` is the model's. IREE
+    marks roots only where it chose the config itself (--iree-codegen-add-tuner-attributes);
+    where a spec gave it, the configured contraction or convolution is the root."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import iree_codegen
+
+    roots = {}
+    with ir.Context() as context:
+        for path in sorted(folder.glob("*.mlir")):
+            module = modules.parse(path.read_text(), str(path), context)
+            for func in modules.walk(module.operation):
+                if func.operation.name != "func.func" or "_dispatch_" not in str(
+                        func.operation.attributes["sym_name"]):
+                    continue
+                ops = list(modules.walk(func.operation))
+                marked = [op for op in ops if "root_op" in op.operation.attributes]
+                linalg = [op for op in ops if op.operation.name.startswith("linalg.")]
+                configured = [op for op in linalg if _kind(op) and (
+                    "lowering_config" in op.operation.attributes
+                    or "compilation_info" in op.operation.attributes)]
+                if not marked and not configured:
+                    continue
+                op = (marked or configured)[-1]
+                dispatch = ir.StringAttr(func.operation.attributes["sym_name"]).value
+                kind = _kind(op) if op in linalg else ""
+                attributes = op.operation.attributes
+                config = ""
+                if "compilation_info" in attributes:
+                    info = iree_codegen.CompilationInfoAttr(attributes["compilation_info"])
+                    config = str(info.lowering_config)
+                elif "lowering_config" in attributes:
+                    config = str(attributes["lowering_config"])
+                roots[dispatch] = DispatchRoot(dispatch, op.operation.name,
+                                               describe(op, -1, function, kind) if kind else None,
+                                               config)
+    return roots
+
+
+def with_configs(path: Path, configs: dict[int, str]) -> str:
+    """The module's text with `compilation_info = configs[i]` on tunable op i (IR order, as
+    `find` numbers them)."""
+    from iree.compiler import ir
+
+    with ir.Context() as context:
+        module = modules.parse(path.read_text(), str(path), context)
+        for index, (_, op, _) in enumerate(_candidates(module)):
+            if index in configs:
+                op.operation.attributes["compilation_info"] = ir.Attribute.parse(configs[index])
+        return str(module)

@@ -1,0 +1,1 @@
+"""Operation families (one module each), their CPU and CUDA tile rules, and the registry."""

@@ -1,0 +1,1 @@
+"""Generated sweeps: dispatches on disk, built, verified, timed, compared and reported."""

@@ -1,0 +1,85 @@
+"""What IREE is measured against: numpy/OpenBLAS on the same problem, and this machine's peak
+(BLAS GEMM GFLOP/s, large-copy GB/s) for the roofline."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from iree_dispatch_profiler.iree.iree_jobs import cpu_model
+from iree_dispatch_profiler.iree.launchers import Sample
+
+
+# float32 BLAS for every input type (numpy has no f16/bf16/int BLAS); our integer-valued
+# inputs keep int8 products exact in float32 up to K = 2^21.
+NUMPY_COMPUTE_TYPE = np.float32
+
+
+class NumpyKernel:
+    """What a numpy user runs for an operation, on arrays already in their own dtype: `a @ b`
+    for f32; for f16, bf16 and i8 (no BLAS in numpy) the upcast to f32, then BLAS."""
+
+    def __init__(self, operation, inputs: list[np.ndarray]):
+        self.operation = operation
+        self.inputs = inputs
+        types = sorted({a.dtype.name for a in inputs} - {np.dtype(NUMPY_COMPUTE_TYPE).name})
+        self.description = (f"numpy {np.__version__}: upcast {'/'.join(types)} to float32, then "
+                            "BLAS" if types else f"numpy {np.__version__}: float32 BLAS")
+        self.result = self()  # warm-up, and the value to verify
+
+    def __call__(self) -> np.ndarray:
+        return self.operation.compute(*self.inputs, dtype=NUMPY_COMPUTE_TYPE)
+
+    def sample(self, seconds: float) -> Sample:
+        return timed_calls(self, seconds)
+
+
+def timed_calls(function, seconds: float) -> Sample:
+    """ms per call of `function`, averaged over calls filling about `seconds`."""
+    runs, start = 0, time.perf_counter()
+    while True:
+        function()
+        runs += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return Sample(True, ms=elapsed / runs * 1e3)
+
+
+def _cache_file() -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return root / "iree-dispatch-profiler" / "machine_peak.json"
+
+
+def machine_peak() -> dict:
+    """{gflops, gbps} of this machine, measured once per CPU model and cached."""
+    path = _cache_file()
+    key = f"{cpu_model()}|{os.cpu_count()}|numpy {np.__version__}"
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return cached
+    except (OSError, ValueError):
+        pass
+    a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+    a @ a
+    gemm = statistics.median(_seconds(lambda: a @ a) for _ in range(5))
+    big = np.ones(64 * 2**20 // 4, dtype=np.float32)  # 64 MiB, far beyond the caches
+    out = np.empty_like(big)
+    copy = statistics.median(_seconds(lambda: np.copyto(out, big)) for _ in range(5))
+    peak = {"key": key, "gflops": 2 * 2048**3 / gemm / 1e9, "gbps": 2 * big.nbytes / copy / 1e9}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(peak))
+    except OSError:
+        pass  # an unwritable cache only costs a re-measurement
+    return peak
+
+
+def _seconds(work) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start

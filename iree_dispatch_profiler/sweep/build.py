@@ -1,0 +1,128 @@
+"""Building a sweep's dispatches: the verify and profile vmfbs of each, its compile record
+(what profiler.py reads of it), skipped when up to date, compiled many at a time."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from iree_dispatch_profiler.core.files import write_atomically
+from iree_dispatch_profiler.core.library import Device, Target
+from iree_dispatch_profiler.iree.cluster import Builder
+from iree_dispatch_profiler.iree.config_check import configuration_applied
+from iree_dispatch_profiler.iree.launchers import compile_command, compile_flags
+from iree_dispatch_profiler.sweep.manifest import Dispatch, DispatchPaths, Manifest
+
+
+@dataclass
+class CompileRecord:
+    """What compile.py knows of one dispatch, saved beside its vmfbs for profiler.py."""
+
+    dispatch: str
+    status: str  # "ok" or "failed"
+    reason: str = ""
+    compile_seconds: float = 0.0
+    vmfb_bytes: int = 0
+    config_applied: str = "n.a."  # yes / no / n.a. (default and flag variants)
+    repeat_count: int = 1
+    profile_built: bool = True  # False after compile.py --verify-only
+    command: list[str] = field(default_factory=list)  # the verify build's, in full
+    flags: list[str] = field(default_factory=list)  # target, configuration and extra flags
+    iree_version: str = ""
+    compiled_on: str = "local"  # or the Dask worker's address and host name
+    cache: str = "off"  # hit: restored from the compile cache, no iree-compile ran; miss; off
+
+    def save(self, path: Path) -> None:
+        write_atomically(path, json.dumps(asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "CompileRecord | None":
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def repeat_count(flops: int, target: Target) -> int:
+    """Dispatch repetitions in the profile build: enough work per invocation (~1 ms on a CPU,
+    ~0.1 ms on a GPU) that the invocation overhead stops counting."""
+    work = 5e7 if target.device is Device.LLVMCPU else 1e10
+    return max(1, min(100, math.ceil(work / max(flops, 1))))
+
+
+def compile_dispatch(builder: Builder, paths: DispatchPaths, dispatch: Dispatch,
+                     extra_flags: list[str], timeout: float, force: bool,
+                     profile: bool = True) -> tuple[CompileRecord, bool]:
+    """Build the verify and (with `profile`) the profile vmfb of one dispatch; returns (record,
+    was_up_to_date)."""
+    target, config = builder.target, dispatch.configuration
+    repeats = repeat_count(dispatch.operation.flops, target)
+    flags = [*dispatch.operation.compile_flags, *config.flags, *extra_flags]
+    verify_flags = [*flags, f"--iree-hal-dump-executable-configurations-to={paths.configs}"]
+    verify = compile_command(builder.tools, target, paths.mlir, paths.verify_vmfb, verify_flags)
+    previous = CompileRecord.load(paths.compile_record)
+    if (not force and previous is not None and previous.status == "ok"
+            and previous.command == verify and previous.repeat_count == repeats
+            and previous.iree_version == builder.iree_version
+            and (previous.profile_built or not profile)
+            and _newer_than(paths.verify_vmfb, paths.mlir)
+            and (not profile or _newer_than(paths.profile_vmfb, paths.mlir))):
+        return previous, True
+
+    # An interrupted rebuild must not leave an "ok" record beside a half-written vmfb.
+    for stale in (paths.compile_record, paths.verify_vmfb, paths.profile_vmfb):
+        stale.unlink(missing_ok=True)
+    shutil.rmtree(paths.configs, ignore_errors=True)
+    record = CompileRecord(paths.name, "failed", repeat_count=repeats, profile_built=profile,
+                           command=verify, flags=compile_flags(target, flags),
+                           iree_version=builder.iree_version)
+    log = [f"$ {' '.join(verify)}"]
+    result = builder.compile(paths.mlir, paths.verify_vmfb, verify_flags, timeout)
+    log.append(result.stderr)
+    record.compile_seconds = round(result.seconds, 3)
+    record.compiled_on, record.cache = result.compiled_on, result.cache
+    if not result.ok:
+        record.reason = result.failure("iree-compile", timeout)
+    elif profile and repeats == 1:
+        shutil.copyfile(paths.verify_vmfb, paths.profile_vmfb)  # the same build
+    elif profile:
+        profile_flags = [*flags, f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"]
+        log.append(f"$ {' '.join(compile_command(builder.tools, target, paths.mlir, paths.profile_vmfb, profile_flags))}")
+        presult = builder.compile(paths.mlir, paths.profile_vmfb, profile_flags, timeout)
+        log.append(presult.stderr)
+        if presult.cache == "miss":
+            record.cache = "miss"  # restored only in part
+        if not presult.ok:
+            record.reason = presult.failure("iree-compile (profile build)", timeout)
+    if not record.reason:
+        record.status = "ok"
+        record.vmfb_bytes = paths.verify_vmfb.stat().st_size
+        record.config_applied = configuration_applied(paths.configs, config)
+    paths.compile_log.write_text("\n".join(log))
+    record.save(paths.compile_record)
+    return record, False
+
+
+def _newer_than(path: Path, source: Path) -> bool:
+    return path.is_file() and source.is_file() and path.stat().st_mtime >= source.stat().st_mtime
+
+
+
+def compile_dispatches(builder: Builder, manifest: Manifest, dispatches: list[Dispatch],
+                       extra_flags: list[str], timeout: float, force: bool, profile: bool,
+                       jobs: int) -> Iterator[tuple[CompileRecord, bool]]:
+    """compile_dispatch for each dispatch, `jobs` at a time: (record, was_up_to_date) as each
+    finishes. Each thread waits on one compile, here or on the cluster."""
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    futures = [pool.submit(compile_dispatch, builder, manifest.paths(d), d, extra_flags, timeout,
+                           force, profile) for d in dispatches]
+    try:
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        # On Ctrl-C the running compiles got the signal too; queued ones must not start.
+        pool.shutdown(wait=True, cancel_futures=True)

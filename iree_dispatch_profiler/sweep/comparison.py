@@ -1,0 +1,274 @@
+"""A/B comparison (compare.py's work): variants of a module or configurations of a generated
+operation compiled, run once for their outputs and timed in interleaved rounds; speedups with
+intervals, verdicts and output agreement in one report; and two profiler CSVs compared per
+dispatch."""
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.library import Target, UserError
+from iree_dispatch_profiler.iree import modules
+from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, Benchmark, IreeTools, compile_command,
+                                                   run, run_module)
+from iree_dispatch_profiler.sweep.build import CompileRecord
+from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
+from iree_dispatch_profiler.sweep.measurement import Candidate, Measurement, Protocol, measure
+from iree_dispatch_profiler.sweep.verification import ReferenceCache, agreement
+
+
+@dataclass
+class Variant:
+    name: str
+    benchmark: Benchmark | None = None
+    outputs: list[np.ndarray] = field(default_factory=list)
+    reason: str = ""  # why it could not be compared
+
+
+# --------------------------------------------------------------------------------------------
+# Variants of a module
+def split_variant(value: str, default_module: Path) -> tuple[Path, list[str]]:
+    """The module a variant compiles and its extra flags: files among its words are another
+    module, a tuning spec (has a tuning_spec_entrypoint) or a preprocessing transform spec."""
+    module, flags = default_module, []
+    try:
+        words = shlex.split(value)
+    except ValueError as error:
+        raise UserError(f"cannot read variant '{value}': {error}") from None
+    for word in words:
+        path = Path(word)
+        if word.startswith("-") or not word.endswith(".mlir"):
+            flags.append(word)
+        elif not path.is_file():
+            raise UserError(f"variant file {word} does not exist")
+        else:
+            text = path.read_text(errors="replace")
+            if "transform.named_sequence" not in text:
+                module = path
+            elif "iree_codegen.tuning_spec_entrypoint" in text:
+                flags.append(f"{SPEC_FLAG}={path}")
+            else:
+                flags.append(f"--iree-preprocessing-transform-spec-filename={path}")
+    return module, flags
+
+
+def module_inputs(signature: modules.Signature, given: list[Path] | None, seed: int | None,
+                  folder: Path, stem: str) -> tuple[list[str], list[str]]:
+    """The --input values of the function's arguments (given .npy files, checked against the
+    signature, or seeded random ones saved as `folder/<stem>_input<i>.npy`), and notes."""
+    notes = []
+    if given is not None:
+        missing = [str(p) for p in given if not p.is_file()]
+        if missing:
+            raise UserError(f"input file {missing[0]} does not exist")
+        modules.load_inputs(given, signature)
+        paths = given
+    elif seed is not None:
+        arrays = modules.random_inputs(signature, seed)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [folder / f"{stem}_input{i}.npy" for i in range(len(arrays))]
+        for array, path in zip(arrays, paths):
+            np.save(path, array)
+        notes.append(f"random inputs (seed {seed}): " + " ".join(str(p) for p in paths))
+    elif signature.arguments:
+        raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs: give "
+                        "--inputs @a.npy,... or --random-inputs SEED")
+    else:
+        paths = []
+    return [f"@{p}" for p in paths], notes
+
+
+def module_variants(tools: IreeTools, target: Target, device: str, source: Path,
+                    signature: modules.Signature, variants: list[tuple[str, str]],
+                    inputs: list[str], run_flags: list[str], work: Path, compile_timeout: float,
+                    run_timeout: float, dispatch_statistics: bool) -> list[Variant]:
+    """Compile every variant (name, flags or files) and run it once."""
+    prepared = []
+    for name, value in variants:
+        module, flags = split_variant(value, source)
+        variant = Variant(name)
+        prepared.append(variant)
+        vmfb = work / f"{name}.vmfb"
+        command = compile_command(tools, target, module, vmfb, flags)
+        result = run(command, compile_timeout)
+        (work / f"{name}.compile.log").write_text(f"$ {shlex.join(command)}\n{result.stderr}")
+        if not result.ok:
+            variant.reason = result.failure("iree-compile", compile_timeout)
+            continue
+        outputs = [work / f"{name}_output{i}.bin" for i in range(len(signature.results))]
+        ran = run_module(tools, vmfb, signature.name, device, inputs, outputs, run_timeout,
+                         run_flags)
+        if not ran.ok:
+            variant.reason = ran.reason
+            continue
+        try:
+            variant.outputs = modules.read_outputs(outputs, signature)
+        except ValueError:
+            variant.reason = "an output has an unexpected size"
+            continue
+        variant.benchmark = Benchmark(tools, vmfb, signature.name, device, inputs,
+                                      flags=run_flags, timeout=run_timeout,
+                                      dispatch_statistics=dispatch_statistics)
+    return prepared
+
+
+def load_references(paths: list[Path]) -> list[np.ndarray]:
+    arrays = []
+    for path in paths:
+        try:
+            arrays.append(np.load(path, allow_pickle=False))
+        except (OSError, ValueError) as error:
+            raise UserError(f"cannot read reference {path}: {error}") from None
+    return arrays
+
+
+# --------------------------------------------------------------------------------------------
+# Configurations of a generated operation
+def dispatch_variants(tools: IreeTools, manifest: Manifest, chosen: list[Dispatch], device: str,
+                      work: Path, run_timeout: float,
+                      dispatch_statistics: bool) -> tuple[list[Variant], str, np.ndarray]:
+    """Run each configuration's verify build once (default first: the baseline); also the
+    operation's name and its reference output."""
+    operations = list(dict.fromkeys(d.operation for d in chosen))
+    if len(operations) != 1:
+        raise UserError(f"--dispatch matches dispatches of {len(operations)} operations; "
+                        "name one operation (or some of its configurations)")
+    operation = operations[0]
+    chosen = sorted(chosen, key=lambda d: d.configuration.name != "default")
+    cache = ReferenceCache(manifest.reference_folder(operation), operation)
+    buffers = [b.flag for b in cache.ensure_inputs()]
+    variants = []
+    for dispatch in chosen:
+        paths = manifest.paths(dispatch)
+        record = CompileRecord.load(paths.compile_record)
+        variant = Variant(dispatch.configuration.name)
+        variants.append(variant)
+        if record is None or record.status != "ok" or not record.profile_built:
+            variant.reason = record.reason if record and record.reason else \
+                "not compiled with a profile build (run compile.py)"
+            continue
+        output = work / f"{dispatch.name}_output.bin"
+        ran = run_module(tools, paths.verify_vmfb, dispatch.name, device, buffers, [output],
+                         run_timeout)
+        if not ran.ok:
+            variant.reason = ran.reason
+            continue
+        variant.outputs = [cache.read_result(output).astype(operation.output[1].numpy)]
+        variant.benchmark = Benchmark(tools, paths.profile_vmfb, dispatch.name, device, buffers,
+                                      record.repeat_count, timeout=run_timeout,
+                                      dispatch_statistics=dispatch_statistics)
+    return variants, operation.name, cache.expected().astype(operation.output[1].numpy)
+
+
+# --------------------------------------------------------------------------------------------
+def measure_variants(variants: list[Variant], protocol: Protocol) -> Measurement:
+    """The runnable variants in interleaved rounds against the first; one that fails while
+    being timed gets its reason."""
+    ready = [v for v in variants if v.benchmark is not None]
+    measured = measure([Candidate(v.name, v.benchmark.sample) for v in ready], variants[0].name,
+                       protocol)
+    for variant in ready:
+        if measured.outcomes[variant.name].reason:
+            variant.reason = measured.outcomes[variant.name].reason
+    return measured
+
+
+def build_report(variants: list[Variant], measured: Measurement,
+                 references: list[np.ndarray] | None, min_effect: float) -> dict:
+    baseline = variants[0]
+    report = {"baseline": baseline.name, "rounds": measured.rounds, "drift": measured.drift,
+              "variants": [], "comparisons": [], "agreement": [], "failures": []}
+    for variant in variants:
+        if variant.reason:
+            report["failures"].append({"variant": variant.name, "reason": variant.reason})
+            continue
+        outcome = measured.outcomes[variant.name]
+        report["variants"].append({
+            "name": variant.name, "median_ms": outcome.runtime.median,
+            "ci_low_ms": outcome.runtime.low, "ci_high_ms": outcome.runtime.high,
+            "cv": outcome.runtime.cv, "rounds": outcome.runtime.n,
+            "precision_reached": outcome.precision_reached})
+        if variant is not baseline and outcome.speedup is not None:
+            ratio = outcome.speedup
+            report["comparisons"].append({
+                "baseline": baseline.name, "variant": variant.name, "speedup": ratio.median,
+                "ci_low": ratio.low, "ci_high": ratio.high,
+                "significant": stats.significant(ratio, min_effect),
+                "verdict": stats.verdict(variant.name, baseline.name, ratio, min_effect)})
+    checks = []
+    if not baseline.reason:
+        checks += [(baseline.name, baseline.outputs, v) for v in variants[1:] if not v.reason]
+    if references is not None:
+        checks += [("reference", references, v) for v in variants if not v.reason]
+    for against, expected, variant in checks:
+        if len(expected) != len(variant.outputs):
+            raise UserError(f"{len(expected)} reference outputs for {len(variant.outputs)} results")
+        for i, (want, got) in enumerate(zip(expected, variant.outputs)):
+            check = agreement(got, want)
+            report["agreement"].append({
+                "baseline": against, "variant": variant.name, "output": i,
+                "max_abs": check.max_abs, "max_rel": check.max_rel,
+                "mismatches": check.mismatches, "worst_index": list(check.worst_index),
+                "ok": check.ok})
+    return report
+
+
+def write_report(path: Path, report: dict) -> None:
+    """The report as JSON, and its variants with their comparisons as CSV beside it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=1, default=float) + "\n")
+        rows = pd.DataFrame(report["variants"])
+        if report["comparisons"]:
+            rows = rows.merge(pd.DataFrame(report["comparisons"]).drop(columns="baseline"),
+                              how="left", left_on="name", right_on="variant").drop(columns="variant")
+        rows.to_csv(path.with_suffix(".csv"), index=False)
+    except OSError as error:
+        raise UserError(f"cannot write {path}: {error.strerror}") from None
+
+
+# --------------------------------------------------------------------------------------------
+def csv_comparisons(old: Path, new: Path, min_effect: float) -> list[dict]:
+    """Per dispatch of two profiler CSVs: old time / new time with an interval from both
+    runtime intervals, flagged as a regression or an improvement beyond noise."""
+    frames = []
+    for path in (old, new):
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, ValueError) as error:
+            raise UserError(f"cannot read profiler CSV {path}: {error}") from None
+        if not {"Dispatch", "Runtime(ms)"} <= set(frame.columns):
+            raise UserError(f"{path} is not a profiler CSV (no Dispatch and Runtime(ms) columns)")
+        for column in ("ci_low", "ci_high"):
+            if column not in frame.columns:
+                frame[column] = np.nan  # an older CSV: no interval, nothing is claimed
+        frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high"]]
+                      .dropna(subset=["Runtime(ms)"]).drop_duplicates("Dispatch", keep="last"))
+    both = frames[0].merge(frames[1], on="Dispatch", suffixes=("_old", "_new"))
+    if both.empty:
+        raise UserError("the two CSVs have no timed dispatch in common")
+    comparisons = []
+    for row in both.itertuples(index=False):
+        old_ms, new_ms = row[1], row[4]
+        ratio = stats.Estimate(old_ms / new_ms, row[2] / row[6], row[3] / row[5], np.nan, 1)
+        significant = stats.significant(ratio, min_effect)
+        flag = "" if not significant else "improved" if ratio.median > 1 else "REGRESSION"
+        comparisons.append({"baseline": str(old), "variant": str(new),
+                            "dispatch": row[0], "old_ms": old_ms, "new_ms": new_ms,
+                            "speedup": ratio.median, "ci_low": ratio.low, "ci_high": ratio.high,
+                            "significant": significant, "flag": flag})
+    return comparisons
+
+
+def write_csv_comparisons(path: Path, comparisons: list[dict]) -> None:
+    try:
+        path.write_text(json.dumps({"comparisons": comparisons}, indent=1) + "\n")
+        pd.DataFrame(comparisons).to_csv(path.with_suffix(".csv"), index=False)
+    except OSError as error:
+        raise UserError(f"cannot write {path}: {error.strerror}") from None

@@ -1,0 +1,137 @@
+"""The measurement protocol: candidates timed in interleaved rounds (baseline, c1, c2, ...,
+baseline, c1, ...) so that drift hits them all alike, until every speedup over the baseline is
+known to the wanted precision or the time budget runs out. Drift of the baseline between its
+early and late rounds is answered by measuring again."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.iree.launchers import Sample
+
+
+@dataclass(frozen=True)
+class Protocol:
+    precision: float = 0.02  # wanted half-width of each speedup interval, relative
+    time_budget: float = 20.0  # seconds for all rounds of one set of candidates
+    seconds_per_sample: float = 0.05  # timed work per candidate per round
+    min_rounds: int = 6  # enough for an interval and for the drift check (2 per third)
+    max_rounds: int = 500
+    remeasures: int = 2  # how often a drift may restart the rounds
+
+
+@dataclass
+class Candidate:
+    name: str
+    measure: Callable[[float], Sample]  # seconds wanted -> ms per computation
+
+
+@dataclass
+class Outcome:
+    name: str
+    samples: list[float] = field(default_factory=list)  # ms, one per round
+    reason: str = ""  # why it stopped being measured (a crash, a timeout)
+    runtime: stats.Estimate = stats.NO_ESTIMATE
+    speedup: stats.Estimate | None = None  # baseline / this; None for the baseline itself
+    precision_reached: bool = False
+
+
+@dataclass
+class Measurement:
+    baseline: str | None
+    outcomes: dict[str, Outcome]
+    rounds: int = 0
+    seconds: float = 0.0
+    drift: str = "no"  # no / re-measured (seen and measured again) / yes (seen at the end)
+
+    def timed(self) -> list[Outcome]:
+        return [o for o in self.outcomes.values() if not o.reason and o.samples]
+
+    def ranking(self, min_effect: float) -> str:
+        """The fastest candidate, named only when it beats the runner-up significantly."""
+        timed = sorted(self.timed(), key=lambda o: o.runtime.median)
+        if len(timed) < 2:
+            return f"only {timed[0].name} timed" if timed else "nothing timed"
+        best, second = timed[:2]
+        ratio = stats.speedup(second.samples, best.samples)
+        if stats.significant(ratio, min_effect):
+            return (f"best {best.name}, faster than runner-up {second.name} by "
+                    f"{ratio.median:.2f}x {ratio.interval('.2f')}")
+        tied = [o.name for o in timed
+                if not stats.significant(stats.speedup(o.samples, best.samples), min_effect)]
+        return f"leaders tied (no significant difference): {', '.join(tied)}"
+
+
+def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Protocol,
+            on_round: Callable[[Measurement], None] | None = None) -> Measurement:
+    """Rounds until precision, budget or max_rounds; candidates that fail drop out with a
+    reason. With no baseline, precision applies to each runtime interval instead."""
+    result = Measurement(baseline if any(c.name == baseline for c in candidates) else None,
+                         {c.name: Outcome(c.name) for c in candidates})
+    active = list(candidates)
+    start = time.perf_counter()
+    remeasures, since_restart = protocol.remeasures, 0
+    while active and result.rounds < protocol.max_rounds:
+        shift = result.rounds % len(active)  # rotate, so no candidate always runs first
+        for candidate in active[shift:] + active[:shift]:
+            sample = candidate.measure(protocol.seconds_per_sample)
+            outcome = result.outcomes[candidate.name]
+            if sample.ok:
+                outcome.samples.append(sample.ms)
+            else:
+                outcome.reason, outcome.samples = sample.reason, []
+        active = [c for c in active if not result.outcomes[c.name].reason]
+        result.rounds += 1
+        since_restart += 1
+        elapsed = time.perf_counter() - start
+        if since_restart >= protocol.min_rounds:
+            if remeasures and result.baseline and _drifted(result):
+                _keep_last_third(result)
+                remeasures -= 1
+                result.drift, since_restart = "re-measured", len(result.timed()[0].samples)
+                continue
+            _estimate(result, protocol, runtimes=False)
+            if all(o.precision_reached for o in result.timed()):
+                break
+        # min_rounds even past the budget, but never past three budgets
+        if elapsed > protocol.time_budget and (since_restart >= protocol.min_rounds
+                                                or elapsed > 3 * protocol.time_budget):
+            break
+        if on_round is not None:
+            on_round(result)
+    result.seconds = time.perf_counter() - start
+    if result.baseline and _drifted(result):
+        result.drift = "yes"
+    _estimate(result, protocol, runtimes=True)
+    return result
+
+
+def _drifted(result: Measurement) -> bool:
+    outcome = result.outcomes[result.baseline]
+    return not outcome.reason and stats.drift(outcome.samples) != 0.0
+
+
+def _keep_last_third(result: Measurement) -> None:
+    """Drop the rounds before the change: they measured another machine state."""
+    for outcome in result.timed():
+        outcome.samples = outcome.samples[-(len(outcome.samples) // 3):]
+
+
+def _estimate(result: Measurement, protocol: Protocol, runtimes: bool) -> None:
+    base = result.outcomes.get(result.baseline) if result.baseline else None
+    base_ok = base is not None and not base.reason
+    for outcome in result.timed():
+        if runtimes or not base_ok:
+            outcome.runtime = stats.estimate(outcome.samples)
+        if base_ok and outcome is not base:
+            outcome.speedup = stats.speedup(base.samples, outcome.samples)
+            width = outcome.speedup.relative_half_width
+        elif not base_ok:
+            width = outcome.runtime.relative_half_width
+        else:
+            continue
+        outcome.precision_reached = width <= protocol.precision
+    if base_ok:  # the baseline's precision is that of the speedups measured against it
+        base.precision_reached = all(o.precision_reached for o in result.timed() if o is not base)

@@ -1,0 +1,217 @@
+"""Results into the printed block per dispatch, CSV rows appended as they come, and summaries."""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.core.stats import CONFIDENCE, MIN_EFFECT, NO_ESTIMATE, Estimate
+from iree_dispatch_profiler.sweep.measurement import Outcome
+
+PROVIDER_IREE = "IREE Codegen"
+PROVIDER_NUMPY = "numpy"
+SEPARATOR = "-" * 64
+
+COLUMNS = [
+    "Dispatch", "Provider", "Operation", "Configuration", "op_kind", "m", "n", "k", "batch_count",
+    "lhs", "rhs", "result", "split_k_mode", "split_k_slices", "bytes", "flops", "Verification",
+    "Config applied", "Runtime(ms)", "ci_low", "ci_high", "speedup", "speedup_ci_low",
+    "speedup_ci_high", "precision_reached", "drift", "GFLOPs", "GB/s", "cv", "repetitions",
+    "max_abs_error", "Reason", "compile log", "compile time(s)", "compiled on", "compile cache",
+    "vmfb bytes", "target", "vector bytes", "cpu features", "runtime device", "cpu model",
+    "threads", "timed on", "compile flags", "IREE version", "timestamp",
+]
+
+
+@dataclass
+class PerformanceResult:
+    dispatch: str
+    operation: str
+    configuration: str
+    arguments: str
+    operation_fields: dict
+    flops: int
+    bytes: int
+    provider: str = PROVIDER_IREE
+    verification: str = "Not verified"  # SUCCESS / FAILED / ERROR / Not verified
+    config_applied: str = "n.a."
+    runtime: Estimate = NO_ESTIMATE  # ms per computation
+    speedup: Estimate | None = None  # over IREE's default, from the same rounds
+    precision_reached: str = ""  # yes / no, empty when not timed
+    drift: str = ""  # no / re-measured / yes
+    samples: list[float] = field(default_factory=list)  # ms per round, paired across the operation
+    max_abs_error: float = math.nan
+    reason: str = ""
+    target_summary: str = ""  # `llvm-cpu:znver3, x86_64, 32-byte vectors (avx avx2 f16c fma)`
+    environment: dict = field(default_factory=dict)  # target, compile time, versions, tags...
+
+    @property
+    def runtime_ms(self) -> float:
+        return self.runtime.median
+
+    def set_timing(self, outcome: Outcome, drift: str) -> None:
+        if outcome.reason:
+            self.reason = outcome.reason
+            return
+        self.runtime, self.speedup, self.drift = outcome.runtime, outcome.speedup, drift
+        self.samples = outcome.samples
+        self.precision_reached = "yes" if outcome.precision_reached else "no"
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / (self.runtime_ms * 1e6) if self.runtime_ms > 0 else math.nan
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / (self.runtime_ms * 1e6) if self.runtime_ms > 0 else math.nan
+
+    @property
+    def failed(self) -> bool:
+        return self.verification in ("FAILED", "ERROR") or bool(self.reason)
+
+    def row(self) -> dict:
+        speedup = self.speedup or NO_ESTIMATE
+        row = {
+            "Dispatch": self.dispatch, "Provider": self.provider, "Operation": self.operation,
+            "Configuration": self.configuration, **self.operation_fields, "bytes": self.bytes,
+            "flops": self.flops, "Verification": self.verification,
+            "Config applied": self.config_applied, "Runtime(ms)": _round(self.runtime.median, 6),
+            "ci_low": _round(self.runtime.low, 6), "ci_high": _round(self.runtime.high, 6),
+            "speedup": _round(speedup.median, 4), "speedup_ci_low": _round(speedup.low, 4),
+            "speedup_ci_high": _round(speedup.high, 4),
+            "precision_reached": self.precision_reached, "drift": self.drift,
+            "GFLOPs": _round(self.gflops, 3), "GB/s": _round(self.gbps, 3),
+            "cv": _round(self.runtime.cv, 4), "repetitions": self.runtime.n,
+            "max_abs_error": self.max_abs_error,
+            "Reason": self.reason,
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        row.update(self.environment)
+        return row
+
+    def block(self) -> str:
+        lines = [
+            SEPARATOR,
+            f"Dispatch      : {self.dispatch}",
+            f"Provider      : {self.provider}",
+            f"OpKind        : {self.operation_fields.get('op_kind', '')}",
+            f"Operation     : {self.operation}",
+            f"Configuration : {self.configuration}",
+            f"Target        : {self.target_summary or self.environment.get('target', '')}",
+            "Arguments     : " + self.arguments.replace("\n", "\n" + " " * 16),
+            f"Verification  : {self.verification}",
+            f"Config applied: {self.config_applied}" + (
+                "  (IREE ignored the requested configuration: this times its own)"
+                if self.config_applied == "no" else ""),
+            f"Runtime(ms)   : {_format(self.runtime.median, '.3f')}" + (
+                f"  {self.runtime.interval()} (median of {self.runtime.n} rounds, "
+                f"{CONFIDENCE:.0%} interval; cv {self.runtime.cv:.1%})" if self.runtime.n else ""),
+            f"GFLOPs        : {_format(self.gflops, '.2f')}",
+        ]
+        if self.speedup is not None:
+            lines.append(f"Speedup       : {self.speedup.median:.3f}x {self.speedup.interval()} "
+                         "over default, same rounds")
+        if self.precision_reached == "no" or self.drift not in ("", "no"):
+            lines.append(f"Measurement   : precision reached {self.precision_reached}, "
+                         f"drift {self.drift}")
+        if self.reason:
+            lines.append(f"Reason        : {self.reason}")
+        return "\n".join(lines)
+
+
+def _round(value: float, digits: int) -> float:
+    return round(value, digits) if not math.isnan(value) else value
+
+
+def _format(value: float, spec: str) -> str:
+    return "N/A" if math.isnan(value) else format(value, spec)
+
+
+class CsvReport:
+    """One row per dispatch, appended (and flushed) as each finishes, so an interrupted run
+    keeps everything it measured and `--resume` can pick up after the last row."""
+
+    def __init__(self, path: Path | None, append: bool, tags: dict[str, str]):
+        self.path = path
+        self.tags = tags
+        self.columns = COLUMNS + [k for k in tags if k not in COLUMNS]
+        if path is None:
+            return
+        if path.is_dir():
+            raise UserError(f"--output={path} is a folder")
+        if append and path.is_file() and path.stat().st_size:
+            with open(path, newline="") as handle:
+                header = next(csv.reader(handle), [])
+            if header != self.columns:
+                raise UserError(f"--output={path} has other columns than this run writes "
+                                "(same --tags needed to append)")
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "w", newline="") as handle:
+                    csv.writer(handle).writerow(self.columns)
+            except OSError as error:
+                raise UserError(f"cannot write --output={path}: {error.strerror}") from None
+
+    def done_dispatches(self) -> set[str]:
+        """Dispatches that already have a row (for --resume)."""
+        if self.path is None or not self.path.is_file() or not self.path.stat().st_size:
+            return set()
+        return set(pd.read_csv(self.path, usecols=["Dispatch"])["Dispatch"].astype(str))
+
+    def append(self, result: PerformanceResult) -> None:
+        if self.path is None:
+            return
+        frame = pd.DataFrame([{**result.row(), **self.tags}], columns=self.columns)
+        frame.to_csv(self.path, mode="a", header=False, index=False)
+
+
+def summary(results: list[PerformanceResult], min_effect: float = MIN_EFFECT) -> str:
+    """Per operation: the fastest verified IREE configuration, named as the best only when it is
+    significantly faster than the runner-up, its speedup over IREE's default, and numpy.
+
+    Ratios come from samples of the same rounds. A configuration IREE did not apply is no
+    candidate: its time is that of another config."""
+    lines = []
+    by_operation: dict[str, list[PerformanceResult]] = {}
+    for result in results:
+        by_operation.setdefault(result.operation, []).append(result)
+    for operation, rows in by_operation.items():
+        timed = [r for r in rows if r.runtime_ms > 0 and r.config_applied != "no"
+                 and r.verification in ("SUCCESS", "Not verified")]
+        iree = sorted((r for r in timed if r.provider == PROVIDER_IREE), key=lambda r: r.runtime_ms)
+        numpy = next((r for r in timed if r.provider == PROVIDER_NUMPY), None)
+        if not iree:
+            line = f"{operation}: no IREE configuration timed"
+        else:
+            best = iree[0]
+            line = (f"{operation}: fastest {best.configuration} {best.runtime_ms:.3f} ms "
+                    f"{best.runtime.interval()}, {best.gflops:.1f} GFLOP/s")
+            if best.speedup is not None:
+                line += f", {best.speedup.median:.2f}x {best.speedup.interval('.2f')} vs default"
+            tied = [r.configuration for r in iree[1:] if _paired(r, best)
+                    and not stats.significant(stats.speedup(r.samples, best.samples), min_effect)]
+            if len(iree) > 1 and tied:
+                line += f"; tied with {', '.join(tied)} (no significant difference)"
+            elif len(iree) > 1 and _paired(iree[1], best):
+                ratio = stats.speedup(iree[1].samples, best.samples)
+                line += (f"; best: faster than runner-up {iree[1].configuration} by "
+                         f"{ratio.median:.2f}x {ratio.interval('.2f')}")
+            if numpy and _paired(numpy, best):
+                ratio = stats.speedup(numpy.samples, best.samples)
+                line += f"; best IREE / numpy {ratio.median:.2f}x {ratio.interval('.2f')}"
+        if numpy:
+            line += f"; numpy {numpy.runtime_ms:.3f} ms, {numpy.gflops:.1f} GFLOP/s"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _paired(a: PerformanceResult, b: PerformanceResult) -> bool:
+    """Samples from the same rounds (a resumed run may have measured them apart)."""
+    return len(a.samples) == len(b.samples) > 0

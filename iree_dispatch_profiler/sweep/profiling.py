@@ -1,0 +1,143 @@
+"""Profiling a sweep: each operation's dispatches verified against its reference, then timed
+(with numpy beside them when asked) in interleaved rounds, into PerformanceResults."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from iree_dispatch_profiler.core.library import Target
+from iree_dispatch_profiler.iree.cluster import Here, Remote
+from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, run_module, runtime_threads
+from iree_dispatch_profiler.sweep.baselines import NumpyKernel
+from iree_dispatch_profiler.sweep.build import CompileRecord
+from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
+from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.sweep.performance_report import (PROVIDER_IREE, PROVIDER_NUMPY,
+                                                             PerformanceResult)
+from iree_dispatch_profiler.sweep.verification import ReferenceCache, compare
+
+
+class Profiler:
+    """Verifies and times the dispatches of one manifest, operation by operation, on `machine`
+    (this one, or a --profile-on worker)."""
+
+    def __init__(self, manifest: Manifest, target: Target, tools: IreeTools, machine: Here | Remote,
+                 device: str, protocol: Protocol, verify: bool, profile: bool, run_timeout: float):
+        self.runner = machine.run  # where dispatches run
+        self.manifest = manifest
+        self.device = device
+        self.tools = tools
+        self.protocol = protocol
+        self.verification_enabled, self.profiling_enabled = verify, profile
+        self.run_timeout = run_timeout
+        cpu = target.cpu_target
+        self.environment = {
+            "target": target.name, "runtime device": self.device,
+            "cpu model": machine.facts["cpu_model"],
+            "threads": runtime_threads(self.device, machine.facts["physical_cores"]),
+            "IREE version": manifest.iree_version,
+            "timed on": machine.label,  # what the times describe
+            "vector bytes": cpu.native_vector_bytes if cpu else "N/A",
+            "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
+        }
+        self.target_summary = f"{target.device.value}:{cpu.summary}" if cpu else target.name
+
+    def result_for(self, operation, configuration: str, provider: str = PROVIDER_IREE) -> PerformanceResult:
+        return PerformanceResult(
+            dispatch=f"{operation.name}_{configuration}", operation=operation.name,
+            configuration=configuration, arguments=operation.arguments,
+            operation_fields=operation.report_fields(), flops=operation.flops,
+            bytes=operation.bytes, provider=provider, target_summary=self.target_summary,
+            environment=dict(self.environment))
+
+    def profile_operation(self, operation, dispatches: list[Dispatch],
+                          with_numpy: bool) -> list[PerformanceResult]:
+        """Verify each configuration, then time the verified ones (and numpy) in interleaved
+        rounds, so that their speedups over default come from the same machine state."""
+        cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
+        results, candidates = [], []
+        for dispatch in dispatches:
+            result, benchmark = self.prepare(dispatch, cache)
+            results.append(result)
+            if benchmark is not None:
+                candidates.append(Candidate(result.configuration, benchmark.sample))
+        if with_numpy:
+            result, kernel = self.prepare_numpy(operation, cache)
+            results.append(result)
+            candidates.append(Candidate(result.configuration, kernel.sample))
+        if self.profiling_enabled and candidates:
+            measured = measure(candidates, "default", self.protocol)
+            for result in results:
+                if result.configuration in measured.outcomes:
+                    result.set_timing(measured.outcomes[result.configuration], measured.drift)
+        return results
+
+    def prepare_numpy(self, operation, cache: ReferenceCache) -> tuple[PerformanceResult, NumpyKernel]:
+        """numpy/OpenBLAS on the same inputs: its own row, verified like a dispatch."""
+        result = self.result_for(operation, "numpy", PROVIDER_NUMPY)
+        kernel = NumpyKernel(operation, cache.load_inputs())
+        result.environment.update({"target": kernel.description, "IREE version": "",
+                                   "vector bytes": "N/A", "cpu features": "N/A"})
+        result.target_summary = kernel.description
+        if self.verification_enabled:
+            self.check(operation, kernel.result, cache, result)
+        return result, kernel
+
+    def prepare(self, dispatch: Dispatch,
+                cache: ReferenceCache) -> tuple[PerformanceResult, Benchmark | None]:
+        """The dispatch's row so far, and its benchmark when it is fit to be timed."""
+        result = self.result_for(dispatch.operation, dispatch.configuration.name)
+        paths = self.manifest.paths(dispatch)
+        record = CompileRecord.load(paths.compile_record)
+        result.environment["compile log"] = str(paths.compile_log)
+        if record is None:
+            result.verification, result.reason = "ERROR", "not compiled (run compile.py)"
+            return result, None
+        result.environment.update({"compile time(s)": record.compile_seconds,
+                                   "compiled on": record.compiled_on, "compile cache": record.cache,
+                                   "vmfb bytes": record.vmfb_bytes,
+                                   "compile flags": shlex.join(record.flags)})
+        result.config_applied = record.config_applied
+        if record.status != "ok":
+            result.verification, result.reason = "ERROR", record.reason
+            return result, None
+        inputs = cache.ensure_inputs()
+        if self.verification_enabled:
+            self.verify(dispatch, paths.verify_vmfb, cache, result)
+            if result.verification != "SUCCESS":
+                return result, None  # a wrong or crashing dispatch is not worth timing
+        if not self.profiling_enabled:
+            return result, None
+        if not record.profile_built:
+            result.reason = "no profile build (compiled with --verify-only)"
+            return result, None
+        return result, Benchmark(self.tools, paths.profile_vmfb, dispatch.name, self.device,
+                                 [b.flag for b in inputs], record.repeat_count,
+                                 timeout=self.run_timeout, dispatch_statistics=True,
+                                 runner=self.runner)
+
+    def verify(self, dispatch: Dispatch, vmfb: Path, cache: ReferenceCache,
+               result: PerformanceResult) -> None:
+        output = cache.folder / f"result_{dispatch.configuration.name}.bin"
+        run = run_module(self.tools, vmfb, dispatch.name, self.device,
+                         [b.flag for b in cache.buffers], [output], self.run_timeout,
+                         runner=self.runner)
+        if not run.ok:
+            result.verification, result.reason = "ERROR", run.reason
+            return
+        try:
+            got = cache.read_result(output)
+        except ValueError:
+            result.verification, result.reason = "ERROR", "result has the wrong size"
+            return
+        finally:
+            output.unlink(missing_ok=True)
+        self.check(dispatch.operation, got, cache, result)
+
+    @staticmethod
+    def check(operation, got, cache: ReferenceCache, result: PerformanceResult) -> None:
+        check = compare(got, cache.expected(), operation.output[1], operation.reduction_length)
+        result.max_abs_error = check.max_abs_error
+        result.verification = "SUCCESS" if check.passed else "FAILED"
+        if not check.passed:
+            result.reason = check.detail

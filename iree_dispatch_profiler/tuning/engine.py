@@ -1,0 +1,361 @@
+"""The tuning engine: one op's candidates (tile configs injected, or flags for the whole
+module) compiled, checked to carry their config, verified against IREE's default and timed
+with it in interleaved rounds; a strategy's search over a space; the leaders confirmed in a
+final session; the answer reported. Single-op tuning (tuning.single_op) and model tuning
+(tuning.model) are its clients."""
+from __future__ import annotations
+
+import math
+import shlex
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.library import Target, UserError
+from iree_dispatch_profiler.iree import modules, tunable
+from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote
+from iree_dispatch_profiler.iree.config_check import configuration_applied
+from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, compile_command, run_module
+from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.sweep.verification import agreement
+from iree_dispatch_profiler.tuning import strategies
+from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, NOT_APPLIED, OK, RUN_FAILED,
+                                                   TIMING_FAILED, WRONG, Log, TrialWriter,
+                                                   trial_row)
+from iree_dispatch_profiler.tuning.space import Point, Space, configuration
+
+DEFAULT = "default"
+
+
+@dataclass
+class Settings:
+    """What a tuning run is asked to do (the command line over the seed's config file over
+    defaults: cli.autotune decides)."""
+
+    input: Path
+    output: Path
+    ops: str
+    tuner: str
+    n_trial: int
+    early_stop: int | None
+    seed: int
+    lists: dict[str, list[int]]
+    flag_points: dict[str, str]
+    iree_bin: Path | None
+    warnings: list[str] = field(default_factory=list)
+    time_budget: float | None = None  # seconds of search in all
+    batch_size: int = 4  # candidates compiled together and timed in one session
+    batch_seconds: float = 4.0
+    confirm_seconds: float = 20.0
+    compile_timeout: float = 300.0
+    run_timeout: float = 120.0
+    jobs: int = 1  # iree-compile processes at once here
+    function: str | None = None  # --model: the model's function
+    top: int | None = None  # --model: tune the N costliest targets
+    spec: Path | None = None  # --model: check this spec instead of tuning
+    list_only: bool = False
+
+
+@dataclass
+class Toolchain:
+    """IREE's tools, the target, where candidates compile (builder) and where they run and are
+    timed (machine, on its runtime device with the module's parameter flags)."""
+
+    tools: IreeTools
+    target: Target
+    builder: Builder
+    machine: Here | Remote
+    device: str
+    run_flags: list[str]
+
+
+@dataclass
+class Build:
+    """One compiled variant of the module, ready to run the function of an op."""
+
+    name: str
+    vmfb: Path | None = None
+    reason: str = ""
+    applied: str = "n.a."
+    compile_seconds: float = 0.0
+    compiled_on: str = "local"
+
+
+class Tuner:
+    """Compiles, verifies and times candidates of the user's module against IREE's default."""
+
+    def __init__(self, s: Settings, toolchain: Toolchain, log: Log):
+        self.s, self.log = s, log
+        self.tools, self.target, self.builder = toolchain.tools, toolchain.target, toolchain.builder
+        machine = toolchain.machine
+        self.runner, self.timed_on = machine.run, machine.label  # where candidates run
+        self.jobs = self.builder.slots or s.jobs  # compiles at once: here, or on the cluster
+        self.work = s.output.with_name(s.output.stem + "_work")
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.device, self.run_flags = toolchain.device, toolchain.run_flags
+        self.signatures = {sig.name: sig for sig in modules.signatures(self.signature_source())}
+        self.inputs: dict[str, list[str]] = {}
+        self.expected: dict[str, list[np.ndarray]] = {}
+        self.default: Build | None = None
+
+    def signature_source(self) -> Path:
+        return self.s.input
+
+    def tile_outputs(self) -> str:
+        """Where a winning tile config is written."""
+        stem = self.s.output.stem
+        return f"{stem}_tuning_spec.mlir or {stem}_best.mlir"
+
+    def build(self, name: str, text: str | None, flags: Sequence[str],
+              config=None) -> Build:
+        """Compile the module (or `text`) with extra flags; with `config`, check it applied."""
+        source = self.s.input
+        if text is not None:
+            source = self.work / f"{name}.mlir"
+            source.write_text(text)
+        vmfb, configs = self.work / f"{name}.vmfb", self.work / f"{name}_configs"
+        flags = [*flags, f"--iree-hal-dump-executable-configurations-to={configs}"]
+        result = self.builder.compile(source, vmfb, flags, self.s.compile_timeout)
+        command = compile_command(self.tools, self.target, source, vmfb, flags)
+        (self.work / f"{name}.compile.log").write_text(f"$ {shlex.join(command)}\n{result.stderr}")
+        build = Build(name, compile_seconds=result.seconds, compiled_on=result.compiled_on)
+        if not result.ok:
+            build.reason = result.failure("iree-compile", self.s.compile_timeout)
+            return build
+        build.vmfb = vmfb
+        if config is not None:
+            build.applied = configuration_applied(configs, config)
+        return build
+
+    def build_point(self, op, point: Point, name: str) -> Build:
+        """A flag point's module with its flags, or a tile point's config injected into `op`."""
+        if point.is_flags:
+            return self.build(name, None, shlex.split(point.flags))
+        config = configuration(op, point)
+        text = tunable.with_configs(self.s.input, {op.index: config.compilation_info})
+        return self.build(name, text, [], config)
+
+    def prepare_function(self, function: str) -> None:
+        """Seeded inputs (saved as .npy) and IREE's default outputs for one function."""
+        if function in self.expected:
+            return
+        signature = self.signatures.get(function)
+        if signature is None:
+            raise UserError(f"function {function} is private: autotune.py runs public functions")
+        arrays = modules.random_inputs(signature, self.s.seed)
+        paths = [self.work / f"{function}_input{i}.npy" for i in range(len(arrays))]
+        for array, path in zip(arrays, paths):
+            np.save(path, array)
+        self.inputs[function] = [f"@{p}" for p in paths]
+        outputs, reason = self.run(self.default, function)
+        if reason:
+            raise UserError(f"the module compiled with IREE's defaults fails to run {function}: {reason}")
+        self.expected[function] = outputs
+
+    def run(self, build: Build, function: str) -> tuple[list[np.ndarray], str]:
+        signature = self.signatures[function]
+        paths = [self.work / f"{build.name}_{function}_output{i}.bin"
+                 for i in range(len(signature.results))]
+        ran = run_module(self.tools, build.vmfb, function, self.device, self.inputs[function],
+                         paths, self.s.run_timeout, self.run_flags, self.runner)
+        if not ran.ok:
+            return [], ran.reason
+        try:
+            return modules.read_outputs(paths, signature), ""
+        except ValueError:
+            return [], "an output has an unexpected size"
+
+    def benchmark(self, build: Build, function: str) -> Benchmark:
+        return Benchmark(self.tools, build.vmfb, function, self.device, self.inputs[function],
+                         flags=self.run_flags, timeout=self.s.run_timeout,
+                         dispatch_statistics=True, runner=self.runner)
+
+    def verify(self, build: Build, function: str) -> tuple[str, str, float]:
+        """(status, reason, max abs error) of a build's outputs against the default's."""
+        outputs, reason = self.run(build, function)
+        if reason:
+            return RUN_FAILED, reason, math.nan
+        worst, ok = 0.0, True
+        for got, want in zip(outputs, self.expected[function]):
+            check = agreement(got, want)
+            worst, ok = max(worst, check.max_abs), ok and check.ok
+        if not ok:
+            return WRONG, f"outputs differ from IREE's default (max abs err {worst:.3g})", worst
+        return OK, "", worst
+
+    def time(self, builds: list[Build], function: str, seconds: float) -> dict:
+        """Interleaved rounds of the default and `builds`: name -> Outcome."""
+        candidates = [Candidate(b.name, self.benchmark(b, function).sample)
+                      for b in [self.default, *builds]]
+        measured = measure(candidates, DEFAULT, Protocol(time_budget=seconds))
+        return measured.outcomes
+
+
+@dataclass
+class OpResult:
+    op: tunable.TunableOp
+    space: Space
+    rows: list[dict]  # every trial of this op, earlier runs included
+    confirmed: dict = field(default_factory=dict)  # name -> Outcome of the final session
+    best_tile: Point | None = None
+    winner: str = DEFAULT  # what to use: a candidate name or DEFAULT
+
+
+def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialWriter,
+           deadline: float) -> list[dict]:
+    s, log = tuner.s, tuner.log
+    # Flag points are few and are IREE's own strategies: always tried, in the first batch.
+    tiles = space.tiles
+    by_name = {p.name: i for i, p in enumerate(tiles)}
+    features = np.array([space.features(p) for p in tiles])
+    strategy = strategies.make(s.tuner, [p.knobs() for p in tiles], features, s.seed)
+    rows = []
+    for row in earlier[earlier["op"] == op.index].to_dict("records"):
+        rows.append(row)
+        if row["candidate"] in by_name:
+            score = float(row["speedup"]) if row["status"] == OK else None
+            strategy.tell(by_name[row["candidate"]], score)
+    if rows:
+        log(f"op {op.index}: resuming after {len(rows)} finished trials")
+    done = {r["candidate"] for r in rows}
+    flag_points = [p for p in space.points if p.is_flags and p.name not in done]
+    best, since_best = max([r["speedup"] for r in rows if r["status"] == OK] or [0.0]), 0
+    while len(rows) < s.n_trial and time.perf_counter() < deadline:
+        if s.early_stop and since_best >= s.early_stop:
+            log(f"op {op.index}: early stop, no better speedup in {s.early_stop} trials")
+            break
+        size = min(s.batch_size, s.n_trial - len(rows))
+        points, flag_points = flag_points[:size], flag_points[size:]
+        points += [tiles[i] for i in strategy.ask(size - len(points))]
+        if not points:
+            break
+        for point, outcome_row in zip(points, run_batch(tuner, op, points, len(rows))):
+            rows.append(outcome_row)
+            writer.write(outcome_row)
+            ok = outcome_row["status"] == OK
+            if point.name in by_name:
+                strategy.tell(by_name[point.name], outcome_row["speedup"] if ok else None)
+            if ok and outcome_row["speedup"] > best:
+                best, since_best = outcome_row["speedup"], 0
+            else:
+                since_best += 1
+            shown = (f"{outcome_row['speedup']:.3f}x [{outcome_row['speedup_ci_low']:.3f}, "
+                     f"{outcome_row['speedup_ci_high']:.3f}]" if ok
+                     else f"{outcome_row['status']}: {outcome_row['reason']}")
+            log(f"op {op.index} trial {outcome_row['trial'] + 1}/{s.n_trial} {point.name}: "
+                f"{shown}  (best {best:.3f}x)")
+    return rows
+
+
+def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[dict]:
+    """Compile in parallel, check, verify, then time the survivors with the default."""
+    s, log = tuner.s, tuner.log
+    rows = [trial_row(op, p, first_trial + i, s.tuner) for i, p in enumerate(points)]
+
+    def compile_one(point: Point) -> Build:
+        return tuner.build_point(op, point, f"op{op.index}_{point.name}")
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=tuner.jobs) as pool:
+        builds = list(pool.map(compile_one, points))
+    log.phase("compile", time.perf_counter() - start)
+    start = time.perf_counter()
+    timed = []
+    for row, build in zip(rows, builds):
+        row["compile_s"] = round(build.compile_seconds, 2)
+        row["compiled_on"] = build.compiled_on
+        row["config_applied"] = build.applied
+        if build.reason:
+            row["status"], row["reason"] = COMPILE_FAILED, build.reason
+        elif build.applied == "no":
+            row["status"] = NOT_APPLIED
+            row["reason"] = "IREE compiled the op with another config (dumped configuration)"
+        else:
+            row["status"], row["reason"], row["max_abs_err"] = tuner.verify(build, op.function)
+            row["verified"] = "yes" if row["status"] == OK else "no"
+            if row["status"] == OK:
+                timed.append((row, build))
+    log.phase("verify", time.perf_counter() - start)
+    if timed:
+        start = time.perf_counter()
+        outcomes = tuner.time([b for _, b in timed], op.function, s.batch_seconds)
+        log.phase("measure", time.perf_counter() - start)
+        default = outcomes[DEFAULT]
+        for row, build in timed:
+            outcome = outcomes[build.name]
+            if outcome.reason or outcome.speedup is None:
+                row["status"] = TIMING_FAILED
+                row["reason"] = outcome.reason or f"the default failed to time: {default.reason}"
+                continue
+            row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
+                       ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
+                       speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high,
+                       default_ms=default.runtime.median, timed_on=tuner.timed_on)
+    for build in builds:  # keep the work folder small: vmfbs and dumps are rebuilt when needed
+        if build.vmfb is not None:
+            build.vmfb.unlink(missing_ok=True)
+        shutil.rmtree(tuner.work / f"{build.name}_configs", ignore_errors=True)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+LEADERS = 3
+
+
+def confirm(tuner: Tuner, result: OpResult) -> None:
+    """Measure the leaders (best tile configs, best flag point) again, together with the
+    default, for the answer: a search's speedups each come from a short session."""
+    ok = sorted((r for r in result.rows if r["status"] == OK), key=lambda r: -r["speedup"])
+    names = [r["candidate"] for r in ok if not str(r["candidate"]).startswith("flags_")][:LEADERS]
+    names += [r["candidate"] for r in ok if str(r["candidate"]).startswith("flags_")][:1]
+    if not names:
+        return
+    points = {p.name: p for p in result.space.points}
+    op, builds = result.op, []
+    for name in names:
+        # The search deleted its vmfbs to keep the work folder small: build the leaders again.
+        build = tuner.build_point(op, points[name], f"confirm_op{op.index}_{name}")
+        build.name = name
+        if build.vmfb is not None:
+            builds.append(build)
+    start = time.perf_counter()
+    result.confirmed = tuner.time(builds, op.function, tuner.s.confirm_seconds)
+    tuner.log.phase("confirm", time.perf_counter() - start)
+    speedup = {n: o.speedup.median for n, o in result.confirmed.items() if o.speedup is not None}
+    tiles = [n for n in speedup if not n.startswith("flags_")]
+    if tiles:
+        result.best_tile = points[max(tiles, key=speedup.get)]
+    winners = [n for n in speedup if speedup[n] > 1
+               and stats.significant(result.confirmed[n].speedup, stats.MIN_EFFECT)]
+    if winners:
+        result.winner = max(winners, key=speedup.get)
+
+
+def report(tuner: Tuner, result: OpResult) -> None:
+    log, op = tuner.log, result.op
+    ok = [r for r in result.rows if r["status"] == OK]
+    failed = len(result.rows) - len(ok)
+    rank = 1 + sum(r["speedup"] > 1.0 for r in ok)
+    log(f"op {op.index} ({op.name} {op.shape}, {op.types}): {len(result.rows)} trials, "
+        f"{len(ok)} verified and timed, {failed} failed; IREE's default ranks {rank} of "
+        f"{len(ok) + 1} in the search")
+    for name, outcome in result.confirmed.items():
+        if name == DEFAULT or outcome.speedup is None:
+            continue
+        log(f"  confirmed {name}: {outcome.runtime.median:.4f} ms, "
+            + stats.verdict(name, DEFAULT, outcome.speedup, stats.MIN_EFFECT))
+    if result.winner == DEFAULT:
+        log("  answer: keep IREE's default (no candidate's interval clears it)")
+    else:
+        speedup = result.confirmed[result.winner].speedup
+        how = (f"its flags for the whole module ({tuner.s.output.stem}_best_flags.txt)"
+               if result.winner.startswith("flags_") else tuner.tile_outputs())
+        log(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} faster "
+            f"than IREE's default; use {how}")

@@ -1,0 +1,89 @@
+"""What a tuning run leaves as it goes: the trial CSV (a row per trial, on disk as soon as the
+trial ends, read back to resume) and the run log with its phase timings."""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.tuning.space import TILE_KNOBS, Point
+
+COLUMNS = ["op", "function", "trial", "candidate", *TILE_KNOBS,
+           "flags", "status", "reason", "config_applied", "verified", "max_abs_err",
+           "median_ms", "ci_low_ms", "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
+           "default_ms", "compile_s", "compiled_on", "timed_on", "strategy"]
+# status of a trial; only "ok" trials have a speedup
+OK, COMPILE_FAILED, NOT_APPLIED, RUN_FAILED, WRONG, TIMING_FAILED = (
+    "ok", "compile-failed", "config-not-applied", "run-failed", "wrong-result", "timing-failed")
+
+
+def load_trials(path: Path) -> pd.DataFrame:
+    """Finished trials of an earlier run with the same output (a kill may cut the last line)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    try:
+        frame = pd.read_csv(path, on_bad_lines="skip", keep_default_na=False,
+                            na_values={"speedup": [""], "median_ms": [""]})
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot read {path} to resume: {error}") from None
+    if list(frame.columns) != COLUMNS:
+        raise UserError(f"{path} exists and is not an autotune.py trial CSV; choose another --output")
+    return frame[frame["status"].astype(str).str.len() > 0]
+
+
+class TrialWriter:
+    """Rows reach the CSV as each trial finishes, so an interrupted run loses nothing."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        if not path.is_file() or path.stat().st_size == 0:
+            with open(path, "w", newline="", encoding="utf-8") as stream:
+                csv.writer(stream).writerow(COLUMNS)
+
+    def write(self, row: dict) -> None:
+        with open(self.path, "a", newline="", encoding="utf-8") as stream:
+            csv.writer(stream).writerow([_cell(row.get(c, "")) for c in COLUMNS])
+            stream.flush()
+            os.fsync(stream.fileno())
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.6g}"
+    return str(value)
+
+
+def trial_row(op, point: Point, trial: int, strategy: str) -> dict:
+    """A trial's row before it ran: what was tried."""
+    return {"op": op.index, "function": op.function, "trial": trial, "candidate": point.name,
+            "flags": point.flags, "strategy": strategy, "config_applied": "n.a.",
+            "verified": "no", **point.knobs()}
+
+
+class Log:
+    """Lines on stdout and in X.log, with the phase timings the seed's run.log had."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.start = time.perf_counter()
+        self.phases: dict[str, float] = {}
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(f"--- autotune.py started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+
+    def __call__(self, text: str) -> None:
+        print(text, flush=True)
+        with open(self.path, "a", encoding="utf-8") as stream:
+            stream.write(text + "\n")
+
+    def phase(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    def timings(self) -> None:
+        total = time.perf_counter() - self.start
+        parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
+        self(f"Phase timings: {parts}; total {total:.1f} s")

@@ -1,0 +1,158 @@
+"""The auto-tuner's search space for one op: tile points derived from the op's shape and the
+target (the validity rules of cpu_tiles, shared with the generator), narrowed by the user's
+lists, plus compile-flag points. An attached config disables data tiling, so IREE's default with
+data tiling and ukernels is a point of its own, not a product with the tiles."""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from iree_dispatch_profiler.core.library import CpuTarget, DataType, TuningConfiguration, UserError
+from iree_dispatch_profiler.iree.tunable import TunableOp
+from iree_dispatch_profiler.ops import cpu_tiles
+
+# Knobs of a tile point. On llvm-cpu tile_m/tile_n are the distribution tiles of the op's
+# innermost M and N loops (output width and channels for a conv), tile_k its reduction tile;
+# vector_m/vector_n the register block, derived from the target unless the user lists them;
+# peel (0/1) IREE's loop peeling, which it enables itself for shapes the tiles do not divide:
+# without it the remainders run masked, 3x slower on 500x300x700 (Zen 3).
+TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel")
+DEFAULT_FLAG_POINTS = {"data_tiling": "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"}
+PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert"}
+# The parallel and reduction loop classes that tile_m, tile_n and tile_k size, per op kind.
+TILED_CLASSES = {"contraction": ("m", "n", "k"),
+                 "convolution": ("output_image", "output_channel", "input_channel")}
+REDUCTION_TILES = (4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class Point:
+    tile_m: int = 0
+    tile_n: int = 0
+    tile_k: int = 0
+    vector_m: int = 0
+    vector_n: int = 0
+    peel: int = 0
+    flags_name: str = ""  # a flag point: no compilation_info, extra flags for the whole module
+    flags: str = ""
+
+    @property
+    def is_flags(self) -> bool:
+        return bool(self.flags_name)
+
+    @property
+    def name(self) -> str:
+        if self.is_flags:
+            return f"flags_{self.flags_name}"
+        return (f"tile_config_{self.tile_m}x{self.tile_n}_"
+                f"{self.vector_m}x{self.vector_n}x{self.tile_k}" + ("_peel" if self.peel else ""))
+
+    def knobs(self) -> dict:
+        """A tile point's knob values (none for a flag point)."""
+        return {} if self.is_flags else {k: getattr(self, k) for k in TILE_KNOBS}
+
+
+def element(name: str) -> DataType:
+    try:
+        return DataType.parse(name)
+    except UserError:
+        raise UserError(f"element type {name} is not tunable on llvm-cpu "
+                        f"(known: {', '.join(d.short for d in DataType)})") from None
+
+
+def tunable_reason(op: TunableOp) -> str:
+    """Why autotune.py cannot tune `op`, or '' if it can."""
+    if not op.loops:
+        return "its loop bounds are not static"
+    if op.kind == "convolution" and op.positions("depth"):
+        return "3-D convolutions are not tuned"
+    if op.kind == "convolution" and len(op.positions("output_image")) == 2 and op.size("batch") == 1:
+        # Its unit batch is folded away and put back by InsertBatchDimForBatchlessConvPass after
+        # configs are attached; the rebuilt op has none (seen in IREE 3.13).
+        return "IREE drops any config on a batch-1 2-D convolution"
+    for dim in TILED_CLASSES[op.kind]:
+        if not op.positions(dim):
+            return f"it has no {dim} dimension"
+    try:
+        element(op.input_element), element(op.accumulator_element)
+    except UserError as error:
+        return str(error)
+    return ""
+
+
+@dataclass
+class Space:
+    op: TunableOp
+    cpu: CpuTarget
+    points: list[Point]
+
+    @property
+    def tiles(self) -> list[Point]:
+        return [p for p in self.points if not p.is_flags]
+
+    def features(self, point: Point) -> list[float]:
+        return features(self.op, point, self.cpu.l2_cache_bytes)
+
+
+def features(op: TunableOp, point: Point, l2_cache_bytes: int) -> list[float]:
+    """What a cost model learns from a tile point: tile logs, workgroups, cache fit."""
+    rows, cols, red = (op.loops[op.positions(d)[-1]] for d in TILED_CLASSES[op.kind])
+    workgroups = math.ceil(rows / point.tile_m) * math.ceil(cols / point.tile_n)
+    footprint = (point.tile_m + point.tile_n) * red * element(op.input_element).bytes
+    return [math.log2(point.tile_m), math.log2(point.tile_n), math.log2(point.tile_k),
+            math.log2(point.vector_m), math.log2(point.vector_n), math.log2(workgroups),
+            footprint / l2_cache_bytes,
+            float(rows % point.tile_m == 0 and cols % point.tile_n == 0), float(point.peel)]
+
+
+def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: dict[str, str],
+          ) -> Space:
+    """Every valid point. `lists` narrows knobs (TILE_KNOBS, values the user gave)."""
+    rows, cols, red = (op.loops[op.positions(d)[-1]] for d in TILED_CLASSES[op.kind])
+    accumulator = element(op.accumulator_element)
+    if "vector_m" in lists or "vector_n" in lists:
+        width = cpu_tiles.lanes(cpu, accumulator)
+        pairs = list(itertools.product(lists.get("vector_m", [1, 2, 4, 8, 16]),
+                                       lists.get("vector_n", [width, 2 * width])))
+    else:  # the register blocks the generator uses for this target
+        pairs = list(dict.fromkeys((vm, vn) for vm, vn, _ in cpu_tiles.matmul_vector_tiles(
+            cpu, max(rows, 1), max(cols, 1), max(red, 1), accumulator)))
+    pow2_ceil = cpu_tiles.pow2_ceil
+    tile_m = lists.get("tile_m", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(rows)])
+    tile_n = lists.get("tile_n", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(cols)])
+    tile_k = lists.get("tile_k", [s for s in REDUCTION_TILES if s <= red])
+    peel = lists.get("peel", [0, 1])
+    points = []
+    for dm, dn, vk, (vm, vn), pl in itertools.product(tile_m, tile_n, tile_k, pairs, peel):
+        if pl and 0 in peel and not (rows % dm or cols % dn or red % vk):
+            continue  # peeling is a no-op where every tile divides its loop
+        if (dm % vm == 0 and dn % vn == 0 and vm <= pow2_ceil(rows) and vn <= pow2_ceil(cols)
+                and vk <= red
+                and cpu_tiles.is_legal_vector_tile(cpu, (vm, vn, vk), accumulator)):
+            points.append(Point(dm, dn, vk, vm, vn, pl))
+    points = list(dict.fromkeys(points))
+    points += [Point(flags_name=name, flags=flags) for name, flags in flag_points.items()]
+    return Space(op, cpu, points)
+
+
+def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
+    """The llvm-cpu config of a tile point, one entry per loop of the op."""
+    rows, cols, red = (op.positions(d) for d in TILED_CLASSES[op.kind])
+    distribution, vector, reduction = [], [], []
+    for loop in range(len(op.loops)):
+        if loop in rows or loop in cols:
+            inner = loop in (rows[-1], cols[-1])
+            distribution.append((point.tile_m if loop in rows else point.tile_n) if inner else 1)
+            vector.append((point.vector_m if loop in rows else point.vector_n) if inner else 1)
+            reduction.append(0)
+        elif any(loop in op.positions(d) for d in ("k", "filter_loop", "input_channel")):
+            distribution.append(0)
+            vector.append(0)
+            reduction.append(point.tile_k if loop == red[-1] else 1)
+        else:  # batch (and depth): one at a time
+            distribution.append(1)
+            vector.append(1)
+            reduction.append(0)
+    return cpu_tiles.configuration(point.name, distribution, vector, reduction,
+                                   PIPELINES[op.kind], bool(point.peel))
