@@ -148,6 +148,34 @@ def test_a_config_that_cannot_compile_is_recorded_and_its_siblings_are_profiled(
     assert (data.drop([broken, wrong])["Verification"] == "SUCCESS").all()
 
 
+def test_what_iree_aborts_on_is_left_out_with_a_note(tools, tmp_path):
+    """ops.known_failures, cross-compiled so that every machine sees it: the generator leaves
+    bf16 data tiling out for a CPU model whose avx512bf16 is turned off, and iree-compile still
+    aborts on it. Once IREE compiles it, this fails and the rule should go."""
+    from iree_dispatch_profiler.core.library import DATA_TILING_CONFIGURATION, Target
+    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+
+    cpu = ["--cpu=emeraldrapids", "--target-triple=x86_64-unknown-linux-gnu",
+           "--cpu-features=-avx512bf16"]
+    generated = run_script("generator.py", "--generated-dir", tmp_path, *cpu, "--problem-m=16",
+                           "--problem-n=16", "--problem-k=16",
+                           "--data-types=bf16t_bf16t_f32t,f32t_f32t_f32t")
+    assert generated.returncode == 0, generated.stderr
+    assert ("Left out 1 dispatches IREE aborts on for this target: bf16 data tiling with ukernels"
+            in generated.stdout)
+    names = {p.stem for p in tmp_path.glob("generated/linalg/matmul/*/*.mlir")}
+    assert "matmul_16x16x16_f32t_f32t_f32t_default_data_tiling" in names
+    assert "matmul_16x16x16_bf16t_bf16t_f32t_default" in names
+    assert "matmul_16x16x16_bf16t_bf16t_f32t_default_data_tiling" not in names
+    target = resolve_target(tools, Target(cpu="emeraldrapids", cpu_features="-avx512bf16",
+                                          target_triple="x86_64-unknown-linux-gnu"))
+    source = next(tmp_path.glob("generated/linalg/matmul/*bf16*/*_default.mlir"))
+    result = run(compile_command(tools, target, source, tmp_path / "dt.vmfb",
+                                 list(DATA_TILING_CONFIGURATION.flags)), 300)
+    assert result.returncode is not None and result.returncode < 0
+    assert "Do not know how to split this operator's operand" in result.stderr
+
+
 def test_a_wrong_result_is_failed_with_its_error_and_the_run_exits_1(tampered):
     _, profiled, data, wrong, _ = tampered
     row = data.loc[wrong]

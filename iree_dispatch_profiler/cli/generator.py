@@ -13,6 +13,7 @@ from iree_dispatch_profiler.core.library import TensorDescription, UserError
 from iree_dispatch_profiler.core.values import parse_choices
 from iree_dispatch_profiler.iree.launchers import IreeTools, resolve_target
 from iree_dispatch_profiler.ops import matmul, registry
+from iree_dispatch_profiler.ops.known_failures import KnownFailure, known_failure
 from iree_dispatch_profiler.sweep.manifest import DispatchCollection, Manifest, select
 
 
@@ -77,10 +78,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     operations = list(dict.fromkeys(operations))
     collections = [DispatchCollection(op, registry.tuning_configurations(op, target))
                    for op in operations]
-    # --dispatches narrows what is emitted; an operation keeps only its selected configurations.
+    # --dispatches narrows what is emitted and what IREE is known to abort on is left out; an
+    # operation keeps the rest of its configurations.
     chosen = {d.name for d in select((d for c in collections for d in c.dispatches), args.dispatches)}
-    collections = [DispatchCollection(c.operation, [d.configuration for d in c.dispatches if d.name in chosen])
-                   for c in collections]
+    left_out: dict[KnownFailure, int] = {}
+    for collection in collections:
+        kept = []
+        for config in (d.configuration for d in collection.dispatches if d.name in chosen):
+            rule = known_failure(collection.operation.inputs[0][1], config, target.cpu_target)
+            if rule is None:
+                kept.append(config)
+            else:
+                left_out[rule] = left_out.get(rule, 0) + 1
+        collection.configurations = kept
     collections = [c for c in collections if c.configurations]
 
     manifest = Manifest.open_for_generation(args.generated_dir, target, tools.version())
@@ -90,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"in {manifest.root}")
     if target.cpu_target is not None:
         print(f"Target CPU: {target.cpu_target.summary}")
+    for rule, count in left_out.items():
+        print(f"Left out {count} dispatches IREE aborts on for this target: {rule.what} "
+              f"({rule.message})")
     return 0
 
 
