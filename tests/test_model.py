@@ -11,13 +11,18 @@ QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2"]
 FIRST_MATMUL = ("tensor<64x256xf32>", "tensor<512x256xf32>", "tensor<64x512xf32>")
 
 
+def matmul_op(index, operand_types):
+    from iree_dispatch_profiler.iree.tunable import TunableOp
+    return TunableOp(index, "main", "linalg.matmul", "contraction", (64, 512, 256),
+                     (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))), operand_types, "f32",
+                     "f32")
+
+
 def matmul_spec(path, operand_types):
     """A tuning spec giving the MLP's first Linear (or whatever has these types) a tile config."""
     from iree_dispatch_profiler.tuning import space as tuning_space
     from iree_dispatch_profiler.tuning import spec as tuning_spec
-    from iree_dispatch_profiler.iree.tunable import TunableOp
-    op = TunableOp(0, "main", "linalg.matmul", "contraction", (64, 512, 256),
-                   (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))), operand_types, "f32", "f32")
+    op = matmul_op(0, operand_types)
     config = tuning_space.configuration(op, tuning_space.Point(32, 64, 8, 8, 16))
     path.write_text(tuning_spec.spec([(op, config)]))
     return path
@@ -101,6 +106,39 @@ def test_a_spec_that_matches_nothing_is_reported(tmp_path):
                         "--output", tmp_path / "checked.csv", *QUICK)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Spec problem: spec entry match_op0_matmul matches no dispatch" in result.stdout
+
+
+def test_spec_entries_are_checked_by_their_matchers_not_their_configs(tmp_path):
+    """Two targets given the same config are two entries, each configuring its own dispatch;
+    an entry whose matcher accepts a dispatch it is not meant for is still a problem."""
+    from iree_dispatch_profiler.iree.tunable import DispatchRoot
+    from iree_dispatch_profiler.tuning import space as tuning_space
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    from iree_dispatch_profiler.tuning.model import check_spec
+
+    second = ("tensor<64x512xf32>", "tensor<256x512xf32>", "tensor<64x256xf32>")
+    ops = [matmul_op(0, FIRST_MATMUL), matmul_op(1, second)]
+    config = tuning_space.configuration(ops[0], tuning_space.Point(32, 64, 8, 8, 16))
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(tuning_spec.spec([(op, config) for op in ops]))
+    entries = tuning_spec.read_entries(spec)
+    assert [e.matcher for e in entries] == [tuning_spec.Matcher.of(op) for op in ops]
+    dispatches = ("d0", "d1")
+
+    def roots(lowering_config):
+        return {d: DispatchRoot(d, "linalg.matmul", op.operand_types, op, lowering_config)
+                for d, op in zip(dispatches, ops)}
+
+    for entry, dispatch in zip(entries, dispatches):
+        entry.intended = (dispatch,)
+    assert check_spec(entries, roots("default"), roots(config.lowering_config)) == []
+    entries[0].intended = ("d1",)
+    assert check_spec(entries, roots("default"), roots(config.lowering_config)) == [
+        "spec entry match_op0_matmul also configures d0"]
+    untouched = {**roots(config.lowering_config), "d1": roots("default")["d1"]}
+    assert check_spec(entries[1:], roots("default"), untouched) == [
+        "spec entry match_op1_matmul misses d1",
+        "dispatch d0 changed config without a spec entry for it"]
 
 
 def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):

@@ -152,6 +152,7 @@ class DispatchRoot:
 
     dispatch: str  # the dispatch function, as --dispatch_statistics names it
     name: str  # the root op's name
+    operand_types: tuple[str, ...]  # as printed: what a spec matcher compares
     op: TunableOp | None  # None: not a contraction or convolution
     lowering_config: str  # the config IREE gave it ("" if none)
 
@@ -191,6 +192,7 @@ def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
                 elif "lowering_config" in attributes:
                     config = str(attributes["lowering_config"])
                 roots[dispatch] = DispatchRoot(dispatch, op.operation.name,
+                                               tuple(str(v.type) for v in op.operands),
                                                describe(op, -1, function, kind) if kind else None,
                                                config)
     return roots

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.core.library import TuningConfiguration, UserError
+from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, Benchmark, compile_command, run
 from iree_dispatch_profiler.sweep.measurement import Candidate, Outcome, Protocol, measure
@@ -31,6 +31,7 @@ from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, Build, OpResult, Settings, Toolchain,
                                                   Tuner, confirm, report, search)
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
+from iree_dispatch_profiler.tuning.spec import Entry, Matcher
 
 COVERAGE = 0.9  # hot dispatches: the top ones that together take this share of the time
 SURVEY_SAMPLES = 3
@@ -47,15 +48,6 @@ class TuningTarget:
     op: tunable.TunableOp  # its index is the target's number
     dispatches: tuple[str, ...]
     ms: float
-
-
-@dataclass
-class Entry:
-    """One spec entry and what it must touch."""
-
-    name: str
-    config: TuningConfiguration
-    intended: tuple[str, ...]  # dispatches it is meant to configure (empty: unknown)
 
 
 class ModelTuner(Tuner):
@@ -206,46 +198,32 @@ def print_ranking(rows: list[dict], log) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-def spec_entries(path: Path) -> list[Entry]:
-    """The configs a tuning spec file hands out, one per matcher (targets unknown)."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import iree_codegen
-
-    entries = []
-    with ir.Context() as context:
-        module = modules.parse(path.read_text(), str(path), context)
-        for op in modules.walk(module.operation):
-            if op.operation.name != "transform.param.constant":
-                continue
-            info = iree_codegen.CompilationInfoAttr(op.operation.attributes["value"])
-            parent = op.operation.parent
-            name = ir.StringAttr(parent.attributes["sym_name"]).value
-            entries.append(Entry(name, TuningConfiguration(
-                name, str(info.lowering_config), str(info.translation_info)), ()))
-    if not entries:
-        raise UserError(f"{path} hands out no compilation_info: not a tuning spec")
-    return entries
-
-
 def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict) -> list[str]:
-    """Problems: an entry that configures no dispatch, fewer or more than intended, or a
-    dispatch that changed config without an entry meant for it."""
+    """Problems: an entry whose matcher matches no dispatch, matches others than it is meant
+    for, or matches one its config did not reach; a dispatch that changed config with no entry
+    matching it. An entry is attributed to the dispatches whose root op its matcher accepts (so
+    two entries may hand out the same config); one whose matcher we cannot read, to the
+    dispatches that got its config."""
     from iree.compiler import ir
 
     problems, touched = [], set()
     with ir.Context() as context:
         for entry in entries:
             wanted = str(ir.Attribute.parse(entry.config.lowering_config, context))
-            got = {d for d, root in tuned_roots.items() if root.lowering_config == wanted}
-            touched |= got | set(entry.intended)
-            if not got:
+            configured = {d for d, root in tuned_roots.items() if root.lowering_config == wanted}
+            matched = configured if entry.matcher is None else {
+                d for d, root in default_roots.items()
+                if entry.matcher.accepts(root.name, root.operand_types)}
+            intended = set(entry.intended)
+            touched |= matched | intended
+            if not matched:
                 problems.append(f"spec entry {entry.name} matches no dispatch")
-            elif entry.intended and got - set(entry.intended):
+            elif intended and matched - intended:
                 problems.append(f"spec entry {entry.name} also configures "
-                                f"{', '.join(sorted(got - set(entry.intended)))}")
-            elif entry.intended and set(entry.intended) - got:
+                                f"{', '.join(sorted(matched - intended))}")
+            elif (intended | matched) - configured:
                 problems.append(f"spec entry {entry.name} misses "
-                                f"{', '.join(sorted(set(entry.intended) - got))}")
+                                f"{', '.join(sorted((intended | matched) - configured))}")
     changed = {d for d, root in tuned_roots.items()
                if d in default_roots and root.lowering_config != default_roots[d].lowering_config}
     for dispatch in sorted(changed - touched):
@@ -389,7 +367,7 @@ def tune(tuner: ModelTuner, cpu) -> int:
     if s.list_only:
         return 0
     if s.spec is not None:  # check a given spec and measure the model with it
-        result = measure_model(tuner, spec_entries(s.spec), s.spec, default_roots, {},
+        result = measure_model(tuner, tuning_spec.read_entries(s.spec), s.spec, default_roots, {},
                                s.confirm_seconds)
         return conclude(tuner, rows, result, set(), stem)
     chosen = targets(rows, default_roots)
@@ -414,8 +392,8 @@ def tune(tuner: ModelTuner, cpu) -> int:
         points = {n: next(p for p in r.space.points if p.name == r.winner) for n, r in winners.items()}
         tuned = [(by_number[n].op, tuning_space.configuration(by_number[n].op, points[n])) for n in points]
         spec.write_text(tuning_spec.spec(tuned))
-        entries = [Entry(f"match_op{op.index}", config, by_number[op.index].dispatches)
-                   for op, config in tuned]
+        entries = [Entry(f"match_op{op.index}", config, Matcher.of(op),
+                         by_number[op.index].dispatches) for op, config in tuned]
         result = measure_model(tuner, entries, spec, default_roots, by_number, s.confirm_seconds)
         # A winner measured alone can lose beside the others: drop it and measure again.
         losers = [n for n in winners if n in result.per_target
