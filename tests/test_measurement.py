@@ -6,7 +6,7 @@ import statistics
 import pandas as pd
 
 from conftest import run_script
-from iree_dispatch_profiler.iree.launchers import run
+from iree_dispatch_profiler.iree.launchers import WARMUP_SECONDS, run
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest
 from iree_dispatch_profiler.sweep.verification import ReferenceCache
@@ -26,7 +26,7 @@ def test_profiler_time_is_the_dispatch_time(tmp_path, tools):
     inputs = [f"--input={b.flag}" for b in
               ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation).ensure_inputs()]
     ours, direct = [], []
-    for i in range(3):  # alternate, so that both see the same machine states
+    for i in range(5):  # alternate, so that both see the same machine states
         csv = tmp_path / f"run{i}.csv"
         profiled = run_script("profiler.py", "--generated-dir", tmp_path, "--output", csv,
                               "--time-budget=2", "--verification-enabled=false")
@@ -35,7 +35,8 @@ def test_profiler_time_is_the_dispatch_time(tmp_path, tools):
         result = run([str(tools.benchmark_module), f"--module={paths.profile_vmfb}",
                       f"--function={dispatch.name}", "--device=local-task", *inputs,
                       "--dispatch_statistics", "--benchmark_repetitions=5",
-                      "--benchmark_min_time=0.05s", "--benchmark_format=json"], timeout=120)
+                      "--benchmark_min_time=0.05s", f"--benchmark_min_warmup_time={WARMUP_SECONDS}",
+                      "--benchmark_format=json"], timeout=120)  # warmed up as the profiler is
         rows = [b for b in json.loads(result.stdout)["benchmarks"] if "calls" in b]
         assert rows and all(b["time_unit"] == "ms" for b in rows)
         direct.append(statistics.median(b["real_time"] for b in rows))
