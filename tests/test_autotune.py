@@ -101,6 +101,28 @@ def test_a_multi_op_module_tunes_each_op_in_its_function(tmp_path):
     assert best.count("compilation_info = #") == 2
 
 
+def test_a_lone_attention_is_tuned_and_its_spec_applies(tmp_path):
+    """An iree_linalg_ext.attention (as generator.py emits it) is a tunable op: candidates carry
+    their config into the online_attention IREE compiles, verify, and the exported spec (a
+    matcher on that online_attention) configures the untouched module."""
+    from iree_dispatch_profiler.core.library import DEFAULT_CONFIGURATION
+    from iree_dispatch_profiler.ops.attention import AttentionOperation
+    source = tmp_path / "attention.mlir"
+    source.write_text(AttentionOperation(2, 64, 32, 48, 32).emit_mlir("main", DEFAULT_CONFIGURATION))
+    listed = run_script("autotune.py", "--input", source, "--list")
+    assert "iree_linalg_ext.attention  attention" in listed.stdout
+    assert "batch=2 m=64 k1=32 k2=48 n=32" in listed.stdout
+    output = tmp_path / "attention.csv"
+    result = run_script("autotune.py", "--input", source, "--output", output, "--n-trial", "3",
+                        "--flags=", "--tuner", "random", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = pd.read_csv(output)
+    assert len(trials) == 3 and (trials["status"] == "ok").all()
+    assert (trials["config_applied"] == "yes").all()
+    assert "applies to the untouched module: op 0 yes" in result.stdout
+    assert '"iree_linalg_ext.online_attention"' in (tmp_path / "attention_tuning_spec.mlir").read_text()
+
+
 def test_a_killed_run_resumes_without_measuring_finished_trials(tmp_path):
     output = tmp_path / "resume.csv"
     args = [sys.executable, str(ROOT / "autotune.py"), "--input", str(DATA / "seed_matmul.mlir"),

@@ -7,6 +7,7 @@ import pytest
 from conftest import DATA_DIR as DATA, run_script
 
 MLP = DATA / "mlp_torch.mlir"
+ENCODER = DATA.parent.parent / "benchmarks" / "data" / "encoder_block_torch.mlir"  # 4 heads, 128 x 64
 QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2"]
 FIRST_MATMUL = ("tensor<64x256xf32>", "tensor<512x256xf32>", "tensor<64x512xf32>")
 
@@ -106,6 +107,25 @@ def test_a_spec_that_matches_nothing_is_reported(tmp_path):
                         "--output", tmp_path / "checked.csv", *QUICK)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Spec problem: spec entry match_op0_matmul matches no dispatch" in result.stdout
+
+
+def test_the_attention_of_an_encoder_block_is_tuned_in_place(tmp_path):
+    """SDPA reaches the dispatch as iree_linalg_ext.online_attention: a tunable target, tuned
+    through a spec whose matcher IREE applies, outputs verified."""
+    output = tmp_path / "encoder.csv"
+    result = run_script("autotune.py", "--input", ENCODER, "--model", "--output", output,
+                        "--top", "1", "--n-trial", "2", "--tuner", "random", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranking = pd.read_csv(tmp_path / "encoder_dispatches.csv")
+    top = ranking.iloc[0]
+    assert top["root"] == "iree_linalg_ext.online_attention" and top["hot"] == "yes"
+    assert "batch=4 m=128 k1=64 k2=128 n=64" == top["shape"]
+    trials = pd.read_csv(output)
+    assert len(trials) == 2 and (trials["status"] == "ok").all()
+    assert (trials["config_applied"] == "yes").all()
+    assert "Outputs: agree" in result.stdout
+    if "Model: unchanged (no tuning spec)" not in result.stdout:
+        assert "applies as intended" in result.stdout
 
 
 def test_spec_entries_are_checked_by_their_matchers_not_their_configs(tmp_path):

@@ -1,7 +1,8 @@
 """The tunable ops of a user's module, found on the IR with IREE's Python bindings (never by
 text): contractions (matmul with any indexing maps, batch_matmul, contraction-like
-linalg.generic) and convolutions, with their loop bounds and types. And the module again with a
-compilation_info attached to chosen ops."""
+linalg.generic), convolutions and attention (iree_linalg_ext.attention, and the online_attention
+IREE turns it into before codegen), with their loop bounds and types. And the module again with
+a compilation_info attached to chosen ops."""
 from __future__ import annotations
 
 import math
@@ -23,6 +24,9 @@ NAMED_CONV_LOOPS = {
 CONTRACTION_DIMS = ("batch", "m", "n", "k")
 CONVOLUTION_DIMS = ("batch", "output_image", "output_channel", "filter_loop", "input_channel",
                     "depth")
+# softmax(Q K^T * scale) V: Q is batch x m x k1, K batch x k2 x k1, V batch x k2 x n.
+ATTENTION_DIMS = ("batch", "m", "k1", "k2", "n")
+ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class TunableOp:
     index: int  # position among the module's tunable ops in IR order: what --op names
     function: str  # the function it is in: what verification and timing run
     name: str  # linalg.matmul, linalg.generic, ...
-    kind: str  # "contraction" or "convolution"
+    kind: str  # "contraction", "convolution" or "attention"
     loops: tuple[int, ...]  # static bounds, in the op's iteration-domain order; () if unknown
     dims: tuple[tuple[str, tuple[int, ...]], ...]  # dimension class -> loop positions
     operand_types: tuple[str, ...]  # MLIR types of the inputs then the init, as printed
@@ -71,20 +75,27 @@ def _functions(module) -> Iterator[tuple[str, object]]:
 
 
 def _candidates(module) -> Iterator[tuple[str, object, str]]:
-    """(function, op, kind) for every contraction and convolution, in IR order."""
+    """(function, op, kind) for every contraction, convolution and attention, in IR order."""
     for function, func in _functions(module):
         for op in modules.walk(func.operation):
-            kind = _kind(op) if op.operation.name.startswith("linalg.") else ""
+            kind = _kind(op)
             if kind:
                 yield function, op, kind
+
+
+def _shape(value):
+    """The value's ShapedType, or None for a scalar (attention's scale)."""
+    from iree.compiler import ir
+
+    return ir.ShapedType(value.type) if isinstance(value.type, ir.ShapedType) else None
 
 
 def _loop_bounds(op) -> tuple[int, ...]:
     """Static loop bounds, read from the operand dimension each loop indexes directly."""
     from iree.compiler import ir
 
-    shapes = [ir.ShapedType(value.type) for value in op.operands]
-    if any(not s.has_static_shape for s in shapes):
+    shapes = [_shape(value) for value in op.operands]
+    if any(s is not None and not s.has_static_shape for s in shapes):
         return ()
     name = op.operation.name
     if name in NAMED_CONV_LOOPS:
@@ -94,6 +105,8 @@ def _loop_bounds(op) -> tuple[int, ...]:
     maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
     bounds: dict[int, int] = {}
     for affine_map, shape in zip(maps, shapes):
+        if shape is None:
+            continue
         for position, expr in enumerate(affine_map.results):
             if isinstance(expr, ir.AffineDimExpr):
                 bounds.setdefault(ir.AffineDimExpr(expr).position, shape.shape[position])
@@ -110,23 +123,46 @@ def _element(value) -> str:
 
 
 def describe(op, index: int, function: str, kind: str) -> TunableOp:
-    """A contraction or convolution op as the tuner sees it."""
+    """A contraction, convolution or attention op as the tuner sees it."""
     from iree.compiler.dialects import linalg
 
-    if kind == "contraction":
-        inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
+    if kind == "attention":
+        dims = _attention_dims(op)
     else:
-        inferred, names = linalg.infer_convolution_dimensions(op), CONVOLUTION_DIMS
-    dims = tuple((n, tuple(int(i) for i in getattr(inferred, n))) for n in names)
+        if kind == "contraction":
+            inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
+        else:
+            inferred, names = linalg.infer_convolution_dimensions(op), CONVOLUTION_DIMS
+        dims = tuple((n, tuple(int(i) for i in getattr(inferred, n))) for n in names)
     operands = op.operands
     return TunableOp(index, function, op.operation.name, kind, _loop_bounds(op), dims,
                      tuple(str(v.type) for v in operands), _element(operands[0]),
                      _element(operands[len(operands) - 1]))
 
 
+def _attention_dims(op) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The loop classes of an attention, from the loops each of Q, K, V and the result index:
+    its maps are Q, K, V, scale, [mask,] then the result (attention) or the result, max and sum
+    (online_attention)."""
+    from iree.compiler import ir
+
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
+    out = maps[-1] if op.operation.name == ATTENTION_OPS[0] else maps[-3]
+    q, k, v, o = ({ir.AffineDimExpr(e).position for e in m.results
+                   if isinstance(e, ir.AffineDimExpr)} for m in (*maps[:3], out))
+    classes = {"batch": q & k & v & o, "m": (q & o) - k, "k1": (q & k) - o - v,
+               "k2": (k & v) - q, "n": (v & o) - q}
+    return tuple((name, tuple(sorted(classes[name]))) for name in ATTENTION_DIMS)
+
+
 def _kind(op) -> str:
     from iree.compiler.dialects import linalg
 
+    name = op.operation.name
+    if name in ATTENTION_OPS:
+        return "attention"
+    if not name.startswith("linalg."):
+        return ""
     if linalg.isa_contraction_op(op):
         return "contraction"
     return "convolution" if linalg.isa_convolution_op(op) else ""
@@ -161,7 +197,7 @@ def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
     """Root ops of the executable benchmarks IREE dumped to `folder`
     (--iree-hal-dump-executable-benchmarks-to), by dispatch; `function` is the model's. IREE
     marks roots only where it chose the config itself (--iree-codegen-add-tuner-attributes);
-    where a spec gave it, the configured contraction or convolution is the root."""
+    where a spec gave it, the configured contraction, convolution or attention is the root."""
     from iree.compiler import ir
     from iree.compiler.dialects import iree_codegen
 
@@ -175,15 +211,14 @@ def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
                     continue
                 ops = list(modules.walk(func.operation))
                 marked = [op for op in ops if "root_op" in op.operation.attributes]
-                linalg = [op for op in ops if op.operation.name.startswith("linalg.")]
-                configured = [op for op in linalg if _kind(op) and (
+                configured = [op for op in ops if _kind(op) and (
                     "lowering_config" in op.operation.attributes
                     or "compilation_info" in op.operation.attributes)]
                 if not marked and not configured:
                     continue
                 op = (marked or configured)[-1]
                 dispatch = ir.StringAttr(func.operation.attributes["sym_name"]).value
-                kind = _kind(op) if op in linalg else ""
+                kind = _kind(op)
                 attributes = op.operation.attributes
                 config = ""
                 if "compilation_info" in attributes:

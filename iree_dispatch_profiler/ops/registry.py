@@ -11,7 +11,7 @@ from typing import Protocol
 
 from iree_dispatch_profiler.core.library import (DataType, Target, TensorDescription,
                                                  TuningConfiguration, UserError)
-from iree_dispatch_profiler.ops import conv, matmul
+from iree_dispatch_profiler.ops import attention, conv, matmul
 
 
 class Operation(Protocol):
@@ -35,7 +35,7 @@ class Operation(Protocol):
 
 
 class Family(Protocol):
-    """What a family's module provides (matmul.py, conv.py)."""
+    """What a family's module provides (matmul.py, conv.py, attention.py)."""
 
     OPERATION: type  # its Operation dataclass; OPERATION.from_json(data) reads a manifest entry
 
@@ -53,7 +53,7 @@ class Family(Protocol):
 # In the order `--operation-kind=all` generates them.
 KINDS: dict[str, Family] = {
     "matmul": matmul, "batch_matmul": matmul, "split_k_matmul": matmul, "conv2d": conv,
-    "fused_matmul": matmul,
+    "fused_matmul": matmul, "attention": attention,
 }
 
 

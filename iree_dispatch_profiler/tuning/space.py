@@ -13,16 +13,24 @@ from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.ops import cpu_tiles
 
 # Knobs of a tile point. On llvm-cpu tile_m/tile_n are the distribution tiles of the op's
-# innermost M and N loops (output width and channels for a conv), tile_k its reduction tile;
+# innermost M and N loops (output width and channels for a conv; queries and the value head dim
+# for attention), tile_k its reduction tile (keys for attention);
 # vector_m/vector_n the register block, derived from the target unless the user lists them;
 # peel (0/1) IREE's loop peeling, which it enables itself for shapes the tiles do not divide:
 # without it the remainders run masked, 3x slower on 500x300x700 (Zen 3).
 TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel")
 DEFAULT_FLAG_POINTS = {"data_tiling": "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"}
-PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert"}
+PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert",
+             "attention": "LinalgExtTileAndVectorize"}
 # The parallel and reduction loop classes that tile_m, tile_n and tile_k size, per op kind.
 TILED_CLASSES = {"contraction": ("m", "n", "k"),
-                 "convolution": ("output_image", "output_channel", "input_channel")}
+                 "convolution": ("output_image", "output_channel", "input_channel"),
+                 "attention": ("m", "n", "k2")}
+REDUCTIONS = {"contraction": ("k",), "convolution": ("filter_loop", "input_channel"),
+              "attention": ("k1", "k2")}
+# The tile of a reduction loop other than tile_k's: conv filter loops go one at a time, so that
+# IREE decomposes to 1-D convs; attention's k1 stays whole, as in IREE's own config.
+OTHER_REDUCTION_TILE = {"contraction": 1, "convolution": 1, "attention": 0}
 REDUCTION_TILES = (4, 8, 16, 32, 64)
 
 
@@ -110,26 +118,31 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
           ) -> Space:
     """Every valid point. `lists` narrows knobs (TILE_KNOBS, values the user gave)."""
     rows, cols, red = (op.loops[op.positions(d)[-1]] for d in TILED_CLASSES[op.kind])
-    accumulator = element(op.accumulator_element)
+    attention = op.kind == "attention"
+    accumulator = cpu_tiles.ATTENTION_ACCUMULATOR if attention else element(op.accumulator_element)
     if "vector_m" in lists or "vector_n" in lists:
         width = cpu_tiles.lanes(cpu, accumulator)
         pairs = list(itertools.product(lists.get("vector_m", [1, 2, 4, 8, 16]),
                                        lists.get("vector_n", [width, 2 * width])))
-    else:  # the register blocks the generator uses for this target
+    elif attention:  # the register blocks the generator uses for this target
+        pairs = list(dict.fromkeys((vm, vn) for vm, vn, _ in cpu_tiles.attention_vector_tiles(
+            cpu, rows, cols, op.size("k1"), red)))
+    else:
         pairs = list(dict.fromkeys((vm, vn) for vm, vn, _ in cpu_tiles.matmul_vector_tiles(
             cpu, max(rows, 1), max(cols, 1), max(red, 1), accumulator)))
     pow2_ceil = cpu_tiles.pow2_ceil
     tile_m = lists.get("tile_m", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(rows)])
     tile_n = lists.get("tile_n", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(cols)])
     tile_k = lists.get("tile_k", [s for s in REDUCTION_TILES if s <= red])
-    peel = lists.get("peel", [0, 1])
+    peel = lists.get("peel", [0] if attention else [0, 1])
     points = []
     for dm, dn, vk, (vm, vn), pl in itertools.product(tile_m, tile_n, tile_k, pairs, peel):
         if pl and 0 in peel and not (rows % dm or cols % dn or red % vk):
             continue  # peeling is a no-op where every tile divides its loop
         if (dm % vm == 0 and dn % vn == 0 and vm <= pow2_ceil(rows) and vn <= pow2_ceil(cols)
                 and vk <= red
-                and cpu_tiles.is_legal_vector_tile(cpu, (vm, vn, vk), accumulator)):
+                and (cpu_tiles.is_legal_attention_tile(cpu, op.size("k1"), vm, vn, vk) if attention
+                     else cpu_tiles.is_legal_vector_tile(cpu, (vm, vn, vk), accumulator))):
             points.append(Point(dm, dn, vk, vm, vn, pl))
     points = list(dict.fromkeys(points))
     points += [Point(flags_name=name, flags=flags) for name, flags in flag_points.items()]
@@ -146,10 +159,10 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
             distribution.append((point.tile_m if loop in rows else point.tile_n) if inner else 1)
             vector.append((point.vector_m if loop in rows else point.vector_n) if inner else 1)
             reduction.append(0)
-        elif any(loop in op.positions(d) for d in ("k", "filter_loop", "input_channel")):
+        elif any(loop in op.positions(d) for d in REDUCTIONS[op.kind]):
             distribution.append(0)
             vector.append(0)
-            reduction.append(point.tile_k if loop == red[-1] else 1)
+            reduction.append(point.tile_k if loop == red[-1] else OTHER_REDUCTION_TILE[op.kind])
         else:  # batch (and depth): one at a time
             distribution.append(1)
             vector.append(1)

@@ -1,7 +1,8 @@
 """IREE tuning specs (`iree-compile --iree-codegen-tuning-spec-path=spec.mlir`): a transform
 module whose entry point attaches a compilation_info to every op a matcher accepts. Each tuned op
-gets a matcher on its operation name and the exact types of all its operands, so two matmuls of
-other shapes are left alone. The form follows IREE's
+gets a matcher on its operation name and the exact types of all its operands (an attention:
+of its query, key and value), so two matmuls of other shapes are left alone. The form follows
+IREE's
 compiler/src/iree/compiler/Codegen/LLVMCPU/test/tuning_spec_matmul.mlir. A spec file is read
 back as entries: each matcher's config and what the matcher accepts."""
 from __future__ import annotations
@@ -15,6 +16,7 @@ from iree_dispatch_profiler.core.library import TuningConfiguration, UserError
 from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.iree.tunable import TunableOp
 
+ONLINE_ATTENTION = "iree_linalg_ext.online_attention"
 APPLY = """  transform.named_sequence @apply_op_config(%op: !transform.any_op {transform.readonly},
                                             %config: !transform.any_param {transform.readonly}) {
     transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param
@@ -24,10 +26,12 @@ APPLY = """  transform.named_sequence @apply_op_config(%op: !transform.any_op {t
 
 
 def _matcher(name: str, op: TunableOp, config: TuningConfiguration) -> str:
+    matcher = Matcher.of(op)
+    names = ", ".join(f'"{n}"' for n in matcher.op_names)
     lines = [f"  transform.named_sequence @{name}(%op: !transform.any_op {{transform.readonly}})",
              "      -> (!transform.any_op, !transform.any_param) {",
-             f'    transform.match.operation_name %op ["{op.name}"] : !transform.any_op']
-    for position, operand_type in enumerate(op.operand_types):
+             f"    transform.match.operation_name %op [{names}] : !transform.any_op"]
+    for position, operand_type in matcher.operand_types:
         lines += [f"    %operand{position} = transform.get_operand %op[{position}] "
                   ": (!transform.any_op) -> !transform.any_value",
                   f"    transform.iree.match.cast_compatible_type %operand{position} = "
@@ -65,7 +69,11 @@ class Matcher:
 
     @classmethod
     def of(cls, op: TunableOp) -> "Matcher":
-        """The matcher `spec` writes for `op`."""
+        """The matcher `spec` writes for `op`: its name and all its operands' types. An
+        attention is matched as the online_attention IREE makes of it before configs apply, by
+        its query, key and value (its results differ in that form)."""
+        if op.kind == "attention":
+            return cls((ONLINE_ATTENTION,), tuple(enumerate(op.operand_types[:3])))
         return cls((op.name,), tuple(enumerate(op.operand_types)))
 
     def accepts(self, name: str, operand_types: Sequence[str]) -> bool:
