@@ -126,6 +126,10 @@ def test_the_attention_of_an_encoder_block_is_tuned_in_place(tmp_path):
     assert "Outputs: agree" in result.stdout
     if "Model: unchanged (no tuning spec)" not in result.stdout:
         assert "applies as intended" in result.stdout
+    assert "Model times, summed dispatches per call: IREE default " in result.stdout
+    others = ranking[ranking["target"].isna()]
+    assert len(others) > 3 and others["not_tunable"].str.contains("is not a contraction").all()
+    assert all(name in result.stdout for name in ranking["dispatch"])  # never cut short
 
 
 def test_spec_entries_are_checked_by_their_matchers_not_their_configs(tmp_path):

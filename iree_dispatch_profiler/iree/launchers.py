@@ -270,6 +270,7 @@ class Benchmark:
     runner: Runner | None = None  # where it runs: here by default
     invocation_ms: float = math.nan
     rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
+    invocations: list[float] = field(default_factory=list)  # the whole call's ms, per sample
 
     def command(self, seconds: float) -> list[str]:
         if self.invocation_ms > 0:
@@ -293,6 +294,7 @@ class Benchmark:
         if invocation.ok:
             self.invocation_ms = invocation.ms * self.repeats
             self.rows.append(rows)
+            self.invocations.append(invocation.ms)
         if self.dispatch_statistics and not rows:
             self.dispatch_statistics = False  # this backend has none: the invocation it is
         if not self.dispatch_statistics or not invocation.ok:

@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.core.library import TuningConfiguration, UserError
 from iree_dispatch_profiler.iree import modules, tunable
+from iree_dispatch_profiler.iree.tunable import DispatchRoot
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, Benchmark, compile_command, run
 from iree_dispatch_profiler.sweep.measurement import Candidate, Outcome, Protocol, measure
 from iree_dispatch_profiler.sweep.plots import model_plot
@@ -128,9 +129,9 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
     for rank, name in enumerate(sorted(ms, key=ms.get, reverse=True), 1):
         root = roots.get(name)
         op = root.op if root else None
-        target, why = "", tuning_space.tunable_reason(op) if op else ""
-        if op is not None and not why:
-            target = keys.setdefault((op.name, op.operand_types), len(keys))
+        target, why = "", not_tunable(root)
+        if not why:  # one target per spec matcher: what the spec cannot tell apart is tuned once
+            target = keys.setdefault(Matcher.of(op), len(keys))
         cumulative += ms[name] / total
         rows.append({"rank": rank, "dispatch": name, "root": root.name if root else "",
                      "shape": op.shape if op else "", "types": op.types if op else "",
@@ -138,6 +139,15 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
                      "share": ms[name] / total, "cumulative_share": cumulative, "hot": "",
                      "not_tunable": why})
     return rows
+
+
+def not_tunable(root: DispatchRoot | None) -> str:
+    """Why a dispatch is not tuned, or '' if it is."""
+    if root is None:
+        return "IREE marked no root op in its executable"
+    if root.op is None:
+        return f"its root op {root.name} is not a contraction, convolution or attention"
+    return tuning_space.tunable_reason(root.op)
 
 
 def choose_hot(rows: list[dict], top: int | None) -> None:
@@ -186,14 +196,16 @@ def read_ranking(path: Path) -> list[dict]:
 
 
 def print_ranking(rows: list[dict], log) -> None:
-    log(f"{'rank':>4} {'dispatch':<48} {'root op and shape':<58} {'calls':>5} {'ms':>8} "
+    """The ranking, dispatch names whole (a name cut short reads as another shape)."""
+    width = max([len(row["dispatch"]) for row in rows] + [8])
+    log(f"{'rank':>4} {'dispatch':<{width}} {'root op and shape':<58} {'calls':>5} {'ms':>8} "
         f"{'share':>6}  target")
     for row in rows:
         root = f"{row['root']} {row['shape']}".strip() or "-"
         tag = (f"{row['target']}" + (" (hot)" if row["hot"] == "yes" else "")
                if row["target"] != "" else
                "not tunable" + (f": {row['not_tunable']}" if row["not_tunable"] else ""))
-        log(f"{int(row['rank']):>4} {row['dispatch'][:48]:<48} {root:<58} "
+        log(f"{int(row['rank']):>4} {row['dispatch']:<{width}} {root:<58} "
             f"{float(row['calls']):>5.0f} {float(row['ms']):>8.4f} {float(row['share']):>6.1%}  {tag}")
 
 
@@ -243,6 +255,9 @@ class ModelResult:
     per_target: dict[int, stats.Estimate]  # target number -> speedup of its dispatches
     default_ms: dict[str, float]  # dispatch -> ms in the final session
     tuned_ms: dict[str, float]
+    # build (default, tuned, data_tiling) -> the summed dispatch time per model call, and the
+    # whole call's median ms, from the final session
+    times: dict[str, tuple[stats.Estimate, float]] = dataclasses.field(default_factory=dict)
 
 
 def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
@@ -251,11 +266,11 @@ def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
     if tuner.data_tiling is None:  # compiled once, timed again beside each spec
         tuner.data_tiling = tuner.build("model_data_tiling", None,
                                         shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))
-    tiled = tuner.data_tiling
-    if not tiled.reason:
-        builds = {**builds, "data_tiling": tiled}
-    else:
-        tuner.log(f"(IREE data tiling + ukernels: not timed, {tiled.reason.splitlines()[0][:160]})")
+        if tuner.data_tiling.reason:
+            tuner.log("IREE data tiling + ukernels does not compile this model: "
+                      f"{tuner.data_tiling.reason.splitlines()[0][:300]}")
+    if not tuner.data_tiling.reason:
+        builds = {**builds, "data_tiling": tuner.data_tiling}
     tuner.focus = ()  # the whole model's dispatches now
     benches = {name: tuner.benchmark(build, tuner.function) for name, build in builds.items()}
     start = time.perf_counter()
@@ -293,7 +308,22 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path, default_r
     return ModelResult(spec, problems, status == "ok", worst if not reason else math.nan,
                        outcome["tuned"].speedup, tiling.speedup if tiling else None,
                        stats.speedup(tiling.samples, outcome["tuned"].samples) if timed else None,
-                       per_target, medians(before), medians(after))
+                       per_target, medians(before), medians(after), model_times(outcome, benches))
+
+
+def model_times(outcome: dict[str, Outcome], benches: dict[str, Benchmark],
+                ) -> dict[str, tuple[stats.Estimate, float]]:
+    return {name: (outcome[name].runtime, float(np.median(benches[name].invocations)))
+            for name in (DEFAULT, "data_tiling", "tuned")
+            if name in outcome and not outcome[name].reason and benches[name].invocations}
+
+
+def times_line(result: ModelResult) -> str:
+    """`Model times: IREE default 5.12 ms [5.01, 5.30], ...` (and each whole call)."""
+    names = {DEFAULT: "IREE default", "data_tiling": "IREE data tiling", "tuned": "tuned"}
+    parts = [f"{names[n]} {e.median:.3f} ms {e.interval('.3f')} (whole call {call:.3f} ms)"
+             for n, (e, call) in result.times.items()]
+    return "Model times, summed dispatches per call: " + "; ".join(parts) if parts else ""
 
 
 def model_line(speedup: stats.Estimate | None) -> str:
@@ -337,7 +367,8 @@ def write_report(path: Path, rows: list[dict], result: ModelResult, tuned_target
                      f"{float(row['share']):.1%} | {result.default_ms.get(row['dispatch'], math.nan):.4f} | "
                      f"{result.tuned_ms.get(row['dispatch'], math.nan):.4f} | {shown} | "
                      f"{'yes' if number in tuned_targets else 'no'} |")
-    lines += ["", outputs_line(result), model_line(result.speedup), *comparison_lines(result),
+    lines += ["", outputs_line(result), model_line(result.speedup), times_line(result),
+              *comparison_lines(result),
               "(times: the summed time of the model's dispatches per call, interleaved rounds)"]
     if result.problems:
         lines += ["", "Spec problems:", *(f"- {p}" for p in result.problems)]
@@ -387,10 +418,15 @@ def tune(tuner: ModelTuner, cpu) -> int:
         results.append(result)
     by_number = {t.op.index: t for t in chosen}
     winners = {r.op.index: r for r in results if r.winner != DEFAULT}
+    configs = {n: tuning_space.configuration(r.op, next(p for p in r.space.points
+                                                        if p.name == r.winner))
+               for n, r in winners.items()}
+    for number in [n for n in winners if iree_own(configs[n], by_number[n].dispatches, default_roots)]:
+        log(f"target {number}: its winner {winners.pop(number).winner} is IREE's own config there "
+            "(a speedup measured on the same code is noise): left out of the spec")
     spec, result = Path(f"{stem}_tuning_spec.mlir"), None
     while winners:
-        points = {n: next(p for p in r.space.points if p.name == r.winner) for n, r in winners.items()}
-        tuned = [(by_number[n].op, tuning_space.configuration(by_number[n].op, points[n])) for n in points]
+        tuned = [(by_number[n].op, configs[n]) for n in winners]
         spec.write_text(tuning_spec.spec(tuned))
         entries = [Entry(f"match_op{op.index}", config, Matcher.of(op),
                          by_number[op.index].dispatches) for op, config in tuned]
@@ -407,10 +443,20 @@ def tune(tuner: ModelTuner, cpu) -> int:
         log("No tuned config beat IREE's default inside the model: no tuning spec")
         spec.unlink(missing_ok=True)
         ms = {row["dispatch"]: float(row["ms"]) for row in rows}
-        tiling = time_model(tuner, {DEFAULT: tuner.default}, s.confirm_seconds)[0].get("data_tiling")
+        outcome, benches = time_model(tuner, {DEFAULT: tuner.default}, s.confirm_seconds)
+        tiling = outcome.get("data_tiling")
         result = ModelResult(None, [], True, 0.0, None, tiling.speedup if tiling else None, None,
-                             {}, ms, ms)
+                             {}, ms, ms, model_times(outcome, benches))
     return conclude(tuner, rows, result, set(winners), stem)
+
+
+def iree_own(config: TuningConfiguration, dispatches: tuple[str, ...], default_roots: dict) -> bool:
+    """Whether IREE already gives these dispatches this lowering config by itself."""
+    from iree.compiler import ir
+
+    with ir.Context() as context:
+        wanted = str(ir.Attribute.parse(config.lowering_config, context))
+    return all(default_roots[d].lowering_config == wanted for d in dispatches if d in default_roots)
 
 
 def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_targets: set[int],
@@ -423,6 +469,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_tar
                                              else f"{len(result.problems)} problem(s)"))
     log(outputs_line(result))
     log(model_line(result.speedup))
+    if result.times:
+        log(times_line(result))
     for line in comparison_lines(result):
         log(f"({line})")
     report_path, plot = Path(f"{stem}_model_report.md"), Path(f"{stem}_model.png")
