@@ -1,32 +1,98 @@
 #!/usr/bin/env python3
-"""autotune.py --model on two models with random weights, exported from PyTorch with iree-turbine
-(tests/data/export_models.py): a transformer encoder block and a ResNet basic block.
+"""autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
+export_models.py), with PyTorch eager beside the verdict: what the user would run instead.
 
 For each model it runs the whole loop as a user would (rank the dispatches, tune the hot ones
-inside the model, write one spec, check it, verify and time the model) and prints the dispatch
-ranking, the per-dispatch speedups of the tuned model, the whole-model speedup against IREE's
-default and against IREE's data tiling (95% intervals, interleaved rounds), and the tuning wall
-time."""
+inside the model, write one spec, check it, verify and time the model), then times the whole
+call of IREE's default, IREE's data tiling, the tuned model and, when torch and iree-turbine are
+importable (`pip install -e ".[torch]"`), PyTorch eager on the same module and the same inputs
+(torch threads = physical cores, as IREE's local-task), all in one interleaved session: times
+with 95% intervals, and the tuned model against each."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from common import ROOT
 
-MODELS = {
-    "encoder_block": "transformer encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1",
-    "basic_block": "ResNet basic block: 64 channels, 28x28, batch 2 (batch-1 convs keep no config)",
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.iree import iree_jobs, modules
+from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, run_module
+from iree_dispatch_profiler.sweep.baselines import timed_calls
+from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.sweep.verification import agreement
+
+MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
+    "bert_layer": "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1",
+    "encoder_block": "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1",
+    "causal_block": "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048",
+    "resnet_stage_b1": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1",
+    "resnet_stage_b2": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2",
+    "mlp_1024": "MLP: 64 x 512 -> 1024 -> 512, ReLU",
 }
-SHOWN_DISPATCHES = 8
+SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ",
-                    "Model: ", "(IREE data tiling", "(the tuned model")
+                    "Model: ", "Model times", "IREE data tiling + ukernels does not", "target ")
+BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling.vmfb",
+          "tuned (spec)": "model_tuned.vmfb"}
+TORCH = "PyTorch eager"
+
+
+def torch_eager(name: str, inputs: list[np.ndarray]):
+    """The model's PyTorch module called on `inputs`, or None without torch and iree-turbine."""
+    if not all(importlib.util.find_spec(m) for m in ("torch", "iree.turbine")):
+        return None
+    import torch
+    sys.path.insert(0, str(ROOT / "tests" / "data"))
+    from export_models import MODELS as TORCH_MODELS
+
+    torch.set_num_threads(iree_jobs.physical_cores())
+    module, tensors = TORCH_MODELS[name].module(), [torch.from_numpy(a) for a in inputs]
+
+    def call():
+        with torch.inference_mode():
+            return module(*tensors)
+    return call
+
+
+def side_by_side(name: str, work: Path, tuned: bool, seconds: float) -> dict:
+    """One interleaved session of the whole call: IREE's builds (the tuned one when a spec was
+    written) and PyTorch eager."""
+    lowered = work / "model_input.mlir"
+    signature = modules.find_function(lowered, None)
+    paths = sorted(work.glob("main_input*.npy"), key=lambda p: int(p.stem.split("input")[1]))
+    inputs = [np.load(p) for p in paths]
+    tools = IreeTools.locate()
+    candidates, notes = [], []
+    for label, file in BUILDS.items():
+        if (work / file).is_file() and (tuned or label != "tuned (spec)"):
+            bench = Benchmark(tools, work / file, signature.name, "local-task",
+                              [f"@{p}" for p in paths], timeout=600)
+            candidates.append(Candidate(label, bench.sample))
+    call = torch_eager(name, inputs)
+    if call is not None:
+        import torch
+        expected = call().numpy()
+        output = work / "bench_default_output0.bin"
+        ran = run_module(tools, work / BUILDS["IREE default"], signature.name, "local-task",
+                         [f"@{p}" for p in paths], [output], 600)
+        if ran.ok:
+            check = agreement(modules.read_outputs([output], signature)[0], expected)
+            notes.append(f"outputs: PyTorch eager against IREE default "
+                         f"{'agree' if check.ok else 'DISAGREE'} (max abs err {check.max_abs:.2g})")
+        call()  # warm: the first call allocates
+        candidates.append(Candidate(TORCH, lambda s: timed_calls(call, s)))
+        notes.append(f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
+    measured = measure(candidates, "IREE default", Protocol(time_budget=seconds))
+    return {"outcomes": measured.outcomes, "notes": notes}
 
 
 def main() -> int:
@@ -40,6 +106,8 @@ def main() -> int:
     args = parser.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_model_"))
     work.mkdir(parents=True, exist_ok=True)
+    if importlib.util.find_spec("torch") is None:
+        print("torch is not importable here: PyTorch eager is left out (pip install -e \".[torch]\")")
     summary = []
     for name in args.models.split(","):
         if name not in MODELS:
@@ -56,36 +124,47 @@ def main() -> int:
         if result.returncode not in (0, 1) or not any(line.startswith("Model: ") for line in lines):
             sys.exit(f"autotune.py --model failed on {name} (exit {result.returncode}):\n"
                      + result.stderr[-2000:])
-        if name == args.models.split(",")[0]:
+        if not summary:
             print(lines[0].split(", for ", 1)[-1])  # the CPU the figures are for
         print(f"\n== {name}: {MODELS[name]}")
         print(f"tuning wall time {seconds:.0f} s (autotune.py --model --n-trial {args.n_trial}), "
               f"exit {result.returncode}")
         ranking = pd.read_csv(work / f"{name}_dispatches.csv", keep_default_na=False)
-        print(f"\ndispatch ranking (of {len(ranking)}; IREE's default):")
-        print(f"{'rank':>4} {'dispatch':<50} {'root op and shape':<58} {'calls':>5} {'ms':>8} "
-              f"{'share':>6}  target")
+        print(f"dispatch ranking (of {len(ranking)}; IREE's default):")
         for row in ranking.head(SHOWN_DISPATCHES).itertuples():
-            target = (f"{row.target}{' (hot)' if row.hot == 'yes' else ''}" if row.target != ""
-                      else "not tunable")
-            print(f"{row.rank:>4} {row.dispatch[:50]:<50} {(row.root + ' ' + row.shape)[:58]:<58} "
-                  f"{int(row.calls):>5} {row.ms:>8.4f} {row.share:>6.1%}  {target}")
-        print("\nper target, inside the model:")
-        for line in lines:
-            if line.startswith("target ") or line.startswith("  answer:"):
-                print("  " + line.strip())
-        report = (work / f"{name}_model_report.md").read_text().splitlines()
-        table = [line for line in report if line.startswith("|")]
-        print("\nper dispatch, the final interleaved session (from the model report):")
-        print("\n".join(table[:2 + SHOWN_DISPATCHES]))
-        print()
-        kept = [line for line in lines if line.startswith(SUMMARY_PREFIXES)]
-        print("\n".join(kept))
-        summary.append((name, seconds, next(line for line in kept if line.startswith("Model: ")),
-                        next((line for line in kept if line.startswith("(the tuned")), "")))
-    print("\n== summary")
-    for name, seconds, model, over_tiling in summary:
-        print(f"{name:<14} {seconds:>5.0f} s  {model}  {over_tiling}")
+            target = (f"target {row.target}{' (hot)' if row.hot == 'yes' else ''}"
+                      if row.target != "" else f"not tunable: {row.not_tunable}")
+            print(f"  {row.rank:>2} {row.share:>6.1%} {row.ms:>9.3f} ms  {row.dispatch}  "
+                  f"{row.root} {row.shape}  [{target}]")
+        print("\n".join(line for line in lines if line.startswith(SUMMARY_PREFIXES)
+                        or line.startswith("  answer:")))
+        spec = (work / f"{name}_tuning_spec.mlir").is_file()
+        session = side_by_side(name, work / f"{name}_work", spec, args.confirm_seconds)
+        outcomes = session["outcomes"]
+        print("whole model call, one interleaved session (median ms [95%]):")
+        for label, outcome in outcomes.items():
+            shown = (f"{outcome.runtime.median:9.3f} {outcome.runtime.interval('.3f')}"
+                     if not outcome.reason else f"failed: {outcome.reason}")
+            print(f"  {label:<18} {shown}")
+        best = "tuned (spec)" if "tuned (spec)" in outcomes else "IREE default"
+        verdicts = {}
+        for other in ("IREE default", "IREE data tiling", TORCH):
+            if other in outcomes and other != best and not outcomes[other].reason:
+                ratio = stats.speedup(outcomes[other].samples, outcomes[best].samples)
+                verdicts[other] = ratio
+                print(f"  {best} against {other}: {stats.direction(ratio)}")
+        print("\n".join(f"  {note}" for note in session["notes"]))
+        summary.append((name, seconds, outcomes, verdicts))
+    print("\n== summary: whole call, median ms; the tuned model (or IREE's default, without a "
+          "spec) against PyTorch eager (95%)")
+    header = (f"{'model':<16} {'tuning':>7} " + " ".join(f"{label:>16}" for label in [*BUILDS, TORCH])
+              + "   tuned vs PyTorch")
+    print(header)
+    for name, seconds, outcomes, verdicts in summary:
+        cells = [f"{outcomes[label].runtime.median:16.3f}" if label in outcomes
+                 and not outcomes[label].reason else f"{'-':>16}" for label in [*BUILDS, TORCH]]
+        against = stats.direction(verdicts[TORCH]) if TORCH in verdicts else "-"
+        print(f"{name:<16} {seconds:>6.0f}s " + " ".join(cells) + f"   {against}")
     return 0
 
 

@@ -1,12 +1,17 @@
-"""Exports the small torch models of tests/data with iree-turbine, as users' models arrive:
-`torch` dialect MLIR with the weights as function arguments.
+"""The torch models of tests/data and benchmarks/data, exported with iree-turbine as users'
+models arrive: `torch` dialect MLIR with the weights as function arguments (small files).
 
-torch and iree-turbine are not dependencies of this project. To rerun, in a separate virtualenv:
-    python -m venv /tmp/turbine && /tmp/turbine/bin/pip install torch==2.13.0 iree-turbine==3.9.0
-    /tmp/turbine/bin/python tests/data/export_models.py
-It rewrites the *_torch.mlir files of tests/data (the tests' models) and benchmarks/data (the
-models of benchmarks/bench_model.py)."""
+torch and iree-turbine are not dependencies of the toolkit. To rerun, in a virtualenv with the
+`torch` extra (the CPU build of torch, e.g. from /opt/wheels):
+    python -m venv ../turbine && ../turbine/bin/pip install -e ".[torch]"
+    ../turbine/bin/python tests/data/export_models.py
+It rewrites the *_torch.mlir files. benchmarks/bench_model.py builds the same modules from
+MODELS to time PyTorch eager beside IREE."""
+from __future__ import annotations
+
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 from iree.turbine import aot
@@ -31,10 +36,12 @@ class ConvBlock(torch.nn.Module):
 
 
 class EncoderBlock(torch.nn.Module):
-    """A pre-norm transformer encoder block: layernorm, self-attention (4 heads, SDPA), residual,
-    layernorm, GELU feed-forward (4x), residual."""
+    """A pre-norm transformer block: layernorm, self-attention (SDPA, causal for a decoder),
+    residual, layernorm, GELU feed-forward, residual."""
 
-    heads = 4
+    def __init__(self, heads: int, causal: bool = False):
+        super().__init__()
+        self.heads, self.causal = heads, causal
 
     def forward(self, x, ln1_w, ln1_b, wqkv, bqkv, wo, bo, ln2_w, ln2_b, w1, b1, w2, b2):
         f = torch.nn.functional
@@ -42,40 +49,74 @@ class EncoderBlock(torch.nn.Module):
         h = f.layer_norm(x, (dim,), ln1_w, ln1_b)
         q, k, v = f.linear(h, wqkv, bqkv).split(dim, dim=-1)
         q, k, v = (t.view(batch, seq, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
-        attention = f.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, seq, dim)
-        x = x + f.linear(attention, wo, bo)
+        attention = f.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        x = x + f.linear(attention.transpose(1, 2).reshape(batch, seq, dim), wo, bo)
         h = f.layer_norm(x, (dim,), ln2_w, ln2_b)
         return x + f.linear(f.gelu(f.linear(h, w1, b1)), w2, b2)
 
 
-class BasicBlock(torch.nn.Module):
-    """ResNet's basic block for inference, batch norms folded into the conv biases (as deployed
-    models are exported): conv3x3, relu, conv3x3, residual add, relu."""
+class ResNetStage(torch.nn.Module):
+    """The entry of a ResNet-18 stage for inference, batch norms folded into the conv biases
+    (as deployed models are exported): 3x3 stride-2 conv, relu, 3x3 conv, a 1x1 stride-2
+    shortcut, add, relu."""
 
-    def forward(self, x, k1, b1, k2, b2):
+    def forward(self, x, k1, b1, k2, b2, ks, bs):
         f = torch.nn.functional
-        y = torch.relu(f.conv2d(x, k1, b1, padding=1))
-        return torch.relu(f.conv2d(y, k2, b2, padding=1) + x)
+        y = torch.relu(f.conv2d(x, k1, b1, stride=2, padding=1))
+        y = f.conv2d(y, k2, b2, padding=1)
+        return torch.relu(y + f.conv2d(x, ks, bs, stride=2))
 
 
-def export(model: torch.nn.Module, args: tuple, path: Path) -> None:
-    exported = aot.export(model, args=args)
-    path.write_text(str(exported.mlir_module))
-    print(f"wrote {path}")
+def encoder_args(d: int, seq: int, ff: int) -> list[tuple[int, ...]]:
+    return [(1, seq, d), (d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,), (ff, d),
+            (ff,), (d, ff), (d,)]
+
+
+def stage_args(batch: int, c: int = 64, size: int = 56) -> list[tuple[int, ...]]:
+    return [(batch, c, size, size), (2 * c, c, 3, 3), (2 * c,), (2 * c, 2 * c, 3, 3), (2 * c,),
+            (2 * c, c, 1, 1), (2 * c,)]
+
+
+@dataclass(frozen=True)
+class Model:
+    make: Callable[[], torch.nn.Module]
+    shapes: list[tuple[int, ...]]  # of the forward's arguments: input, then weights
+    folder: Path
+    about: str = ""  # for benchmarks: what it is
+
+    def module(self) -> torch.nn.Module:
+        return self.make().eval()
+
+    def export(self, name: str) -> Path:
+        path = self.folder / f"{name}_torch.mlir"
+        exported = aot.export(self.module(), args=tuple(torch.rand(s) for s in self.shapes))
+        path.write_text(str(exported.mlir_module))
+        return path
+
+
+MODELS = {
+    # the tests' models
+    "mlp": Model(Mlp, [(64, 256), (512, 256), (512,), (256, 512), (256,)], HERE),
+    # batch 1: IREE 3.13 drops any config on these convs (listed, not tuned); batch 2: tunable
+    "conv_block": Model(ConvBlock, [(1, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)], HERE),
+    "conv_block_batch2": Model(ConvBlock, [(2, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)],
+                               HERE),
+    # benchmarks/bench_model.py's
+    "bert_layer": Model(lambda: EncoderBlock(12), encoder_args(768, 128, 3072), BENCHMARKS,
+                        "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1"),
+    "encoder_block": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024), BENCHMARKS,
+                           "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1"),
+    "causal_block": Model(lambda: EncoderBlock(8, causal=True), encoder_args(512, 256, 2048),
+                          BENCHMARKS, "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048"),
+    "resnet_stage_b1": Model(ResNetStage, stage_args(1), BENCHMARKS,
+                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1"),
+    "resnet_stage_b2": Model(ResNetStage, stage_args(2), BENCHMARKS,
+                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2"),
+    "mlp_1024": Model(Mlp, [(64, 512), (1024, 512), (1024,), (512, 1024), (512,)], BENCHMARKS,
+                      "MLP: 64 x 512 -> 1024 -> 512, ReLU"),
+}
 
 
 if __name__ == "__main__":
-    r = torch.rand
-    export(Mlp(), (r(64, 256), r(512, 256), r(512), r(256, 512), r(256)), HERE / "mlp_torch.mlir")
-    # Batch 1: IREE 3.13 drops any config on these convs (they are listed, not tuned); batch 2:
-    # tunable.
-    for batch, name in ((1, "conv_block_torch.mlir"), (2, "conv_block_batch2_torch.mlir")):
-        export(ConvBlock(), (r(batch, 16, 32, 32), r(32, 16, 3, 3), r(32), r(32, 32, 3, 3)),
-               HERE / name)
-    d, s, ff = 256, 128, 1024
-    export(EncoderBlock(), (r(1, s, d), r(d), r(d), r(3 * d, d), r(3 * d), r(d, d), r(d), r(d),
-                            r(d), r(ff, d), r(ff), r(d, ff), r(d)),
-           BENCHMARKS / "encoder_block_torch.mlir")
-    c = 64
-    export(BasicBlock(), (r(2, c, 28, 28), r(c, c, 3, 3), r(c), r(c, c, 3, 3), r(c)),
-           BENCHMARKS / "basic_block_torch.mlir")
+    for name, model in MODELS.items():
+        print(f"wrote {model.export(name)}")
