@@ -2,8 +2,9 @@
 """autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead.
 
-For each model it runs the whole loop as a user would (rank the dispatches, tune the hot ones
-inside the model, write one spec, check it, verify and time the model), then times the whole
+For each model it runs the whole loop as a user would (search IREE's module flags, rank the
+dispatches under the best, tune the hot ones inside the model, write flags and one spec, check
+them together, verify and time the model), then times the whole
 call of IREE's default, IREE's data tiling, the tuned model and, when torch and iree-turbine are
 importable (`pip install -e ".[torch]"`), PyTorch eager on the same module and the same inputs
 (torch threads = physical cores, as IREE's local-task), all in one interleaved session: times
@@ -39,10 +40,11 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
     "mlp_1024": "MLP: 64 x 512 -> 1024 -> 512, ReLU",
 }
 SHOWN_DISPATCHES = 6
-SUMMARY_PREFIXES = ("Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ",
-                    "Model: ", "Model times", "IREE data tiling + ukernels does not", "target ")
+SUMMARY_PREFIXES = ("  flags ", "Flags: ", "Tuning spec ", "No tuned config",
+                    "dropped from the spec", "Outputs: ", "Model: ", "Model times",
+                    "IREE data tiling + ukernels does not", "target ", "Answer: ")
 BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling.vmfb",
-          "tuned (spec)": "model_tuned.vmfb"}
+          "tuned (flags + spec)": "model_tuned.vmfb"}
 TORCH = "PyTorch eager"
 
 
@@ -63,9 +65,9 @@ def torch_eager(name: str, inputs: list[np.ndarray]):
     return call
 
 
-def side_by_side(name: str, work: Path, tuned: bool, seconds: float) -> dict:
-    """One interleaved session of the whole call: IREE's builds (the tuned one when a spec was
-    written) and PyTorch eager."""
+def side_by_side(name: str, work: Path, seconds: float) -> dict:
+    """One interleaved session of the whole call: IREE's builds (the tuned one when flags or a
+    spec won) and PyTorch eager."""
     lowered = work / "model_input.mlir"
     signature = modules.find_function(lowered, None)
     paths = sorted(work.glob("main_input*.npy"), key=lambda p: int(p.stem.split("input")[1]))
@@ -73,7 +75,7 @@ def side_by_side(name: str, work: Path, tuned: bool, seconds: float) -> dict:
     tools = IreeTools.locate()
     candidates, notes = [], []
     for label, file in BUILDS.items():
-        if (work / file).is_file() and (tuned or label != "tuned (spec)"):
+        if (work / file).is_file():
             bench = Benchmark(tools, work / file, signature.name, "local-task",
                               [f"@{p}" for p in paths], timeout=600)
             candidates.append(Candidate(label, bench.sample))
@@ -138,15 +140,14 @@ def main() -> int:
                   f"{row.root} {row.shape}  [{target}]")
         print("\n".join(line for line in lines if line.startswith(SUMMARY_PREFIXES)
                         or line.startswith("  answer:")))
-        spec = (work / f"{name}_tuning_spec.mlir").is_file()
-        session = side_by_side(name, work / f"{name}_work", spec, args.confirm_seconds)
+        session = side_by_side(name, work / f"{name}_work", args.confirm_seconds)
         outcomes = session["outcomes"]
         print("whole model call, one interleaved session (median ms [95%]):")
         for label, outcome in outcomes.items():
             shown = (f"{outcome.runtime.median:9.3f} {outcome.runtime.interval('.3f')}"
                      if not outcome.reason else f"failed: {outcome.reason}")
             print(f"  {label:<18} {shown}")
-        best = "tuned (spec)" if "tuned (spec)" in outcomes else "IREE default"
+        best = "tuned (flags + spec)" if "tuned (flags + spec)" in outcomes else "IREE default"
         verdicts = {}
         for other in ("IREE default", "IREE data tiling", TORCH):
             if other in outcomes and other != best and not outcomes[other].reason:

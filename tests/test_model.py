@@ -54,7 +54,7 @@ def test_batch2_convs_are_tuned_inside_the_model(tmp_path):
     output = tmp_path / "conv.csv"
     result = run_script("autotune.py", "--input", DATA / "conv_block_batch2_torch.mlir", "--model",
                         "--output", output, "--top", "1", "--n-trial", "2", "--tuner", "random",
-                        *QUICK)
+                        "--base-flags=", *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "target 0: linalg.generic batch=2 out=32x32 f=32 filter=3x3 c=32" in result.stdout
     trials = pd.read_csv(output)
@@ -66,26 +66,29 @@ def test_batch2_convs_are_tuned_inside_the_model(tmp_path):
                                         ("skylake-avx512", None),
                                         ("neoverse-n1", "aarch64-unknown-linux-gnu")])
 def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path, cpu, triple):
-    """Why batch-1 2-D convs are listed as not tunable, on every SIMD family (cross-compiled):
-    when IREE keeps a config on them, this fails and the rule in tuning_space.tunable_reason
-    should go."""
+    """Why batch-1 2-D convs are listed as not tunable, on every SIMD family (cross-compiled),
+    with the reproducer kept for an upstream report: its config is dropped at batch 1 and kept
+    at batch 2. When IREE keeps it at batch 1, this fails and the rule in
+    tuning_space.tunable_reason should go."""
     from iree_dispatch_profiler.iree import tunable
     from iree_dispatch_profiler.tuning import space as tuning_space
     from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
     from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
-    conv = tunable.find(DATA / "multi_op.mlir")[2]
+    repro = DATA / "repro_batch1_conv_config_dropped.mlir"
+    (conv,) = tunable.find(repro)
     assert conv.size("batch") == 1 and "batch-1" in tuning_space.tunable_reason(conv)
-    point = tuning_space.build(conv, target.resolved_cpu(), {}, {}).tiles[0]
-    config = tuning_space.configuration(conv, point)
-    source = tmp_path / "conv.mlir"
-    source.write_text(tunable.with_configs(DATA / "multi_op.mlir", {conv.index: config.compilation_info}))
-    dump = tmp_path / "configs"
-    result = run(compile_command(tools, target, source, tmp_path / "conv.vmfb",
-                                 [f"--iree-hal-dump-executable-configurations-to={dump}"]), 300)
-    assert result.ok, result.failure("iree-compile", 300)
-    distribution = config.compilation_info.split("distribution = ")[1].split("]")[0] + "]"
-    assert distribution not in "".join(p.read_text() for p in dump.glob("*.mlir"))
+    batch2 = tmp_path / "batch2.mlir"
+    batch2.write_text(repro.read_text().replace("1x18x18", "2x18x18").replace("1x16x16", "2x16x16"))
+    kept = {}
+    for source in (repro, batch2):
+        dump = tmp_path / f"{source.stem}_configs"
+        result = run(compile_command(tools, target, source, tmp_path / "conv.vmfb",
+                                     [f"--iree-hal-dump-executable-configurations-to={dump}"]), 300)
+        assert result.ok, result.failure("iree-compile", 300)
+        dumped = "".join(p.read_text() for p in dump.glob("*.mlir"))
+        kept[source.stem] = "distribution = [1, 1, 8, 16, 0, 0, 0]" in dumped
+    assert kept == {repro.stem: False, "batch2": True}
 
 
 def test_a_spec_applies_to_the_model_and_outputs_agree(tmp_path):
@@ -114,7 +117,8 @@ def test_the_attention_of_an_encoder_block_is_tuned_in_place(tmp_path):
     through a spec whose matcher IREE applies, outputs verified."""
     output = tmp_path / "encoder.csv"
     result = run_script("autotune.py", "--input", ENCODER, "--model", "--output", output,
-                        "--top", "1", "--n-trial", "2", "--tuner", "random", *QUICK)
+                        "--top", "1", "--n-trial", "2", "--tuner", "random", "--base-flags=",
+                        *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     ranking = pd.read_csv(tmp_path / "encoder_dispatches.csv")
     top = ranking.iloc[0]
@@ -124,7 +128,7 @@ def test_the_attention_of_an_encoder_block_is_tuned_in_place(tmp_path):
     assert len(trials) == 2 and (trials["status"] == "ok").all()
     assert (trials["config_applied"] == "yes").all()
     assert "Outputs: agree" in result.stdout
-    if "Model: unchanged (no tuning spec)" not in result.stdout:
+    if "Model: unchanged (no flags or spec beat IREE's default)" not in result.stdout:
         assert "applies as intended" in result.stdout
     assert "Model times, summed dispatches per call: IREE default " in result.stdout
     others = ranking[ranking["target"].isna()]
@@ -168,7 +172,7 @@ def test_spec_entries_are_checked_by_their_matchers_not_their_configs(tmp_path):
 def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):
     output = tmp_path / "mlp.csv"
     args = ["autotune.py", "--input", MLP, "--model", "--output", output, "--n-trial", "2",
-            "--tuner", "random", *QUICK]
+            "--tuner", "random", "--base-flags=", *QUICK]
     result = run_script(*args)
     assert result.returncode == 0, result.stdout + result.stderr
     ranking = pd.read_csv(tmp_path / "mlp_dispatches.csv")
@@ -184,3 +188,99 @@ def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):
     again = run_script(*args)
     assert again.returncode == 0 and "resuming after 2 finished trials" in again.stdout
     assert len(pd.read_csv(output)) == 4
+
+
+IM2COL = "--iree-global-opt-use-im2col-for-convs"
+CONV_BLOCK = DATA / "conv_block_torch.mlir"  # batch 1: IREE drops configs on its convs
+
+
+def im2col_matmul(tools, tmp_path):
+    """A matmul IREE makes of the conv block's first conv under im2col, and the host's CPU."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    target = resolve_target(tools, Target(cpu="host"))
+    dump = tmp_path / "roots"
+    result = run(compile_command(tools, target, CONV_BLOCK, tmp_path / "roots.vmfb",
+                                 [IM2COL, "--iree-codegen-add-tuner-attributes",
+                                  f"--iree-hal-dump-executable-benchmarks-to={dump}"]), 300)
+    assert result.ok, result.failure("iree-compile", 300)
+    ops = [r.op for r in tunable.dispatch_roots(dump, "main").values() if r.op]
+    assert ops and all(op.kind == "contraction" for op in ops)  # no conv left
+    return ops[0], target.resolved_cpu()
+
+
+def test_a_spec_for_batch1_convs_applies_with_im2col_and_ships_with_it(tools, tmp_path):
+    """The flags + spec answer: the conv IREE refuses to configure is configured as the matmul
+    im2col makes of it; the spec is checked and the outputs verified with the flag, and the
+    flag is written beside the spec."""
+    from dataclasses import replace
+
+    from iree_dispatch_profiler.tuning import space as tuning_space
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    op, cpu = im2col_matmul(tools, tmp_path)
+    op = replace(op, index=0)
+    config = tuning_space.configuration(op, tuning_space.build(op, cpu, {}, {}).tiles[0])
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(tuning_spec.spec([(op, config)]))
+    result = run_script("autotune.py", "--input", CONV_BLOCK, "--model", "--spec", spec,
+                        f"--base-flags={IM2COL}", "--output", tmp_path / "conv.csv", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    flags = tmp_path / "conv_best_flags.txt"
+    assert f"Tuning spec {spec} with the flags in {flags}: applies as intended" in result.stdout
+    assert "Outputs: agree" in result.stdout and flags.read_text().strip() == IM2COL
+    assert f"$(cat {flags}) --iree-codegen-tuning-spec-path={spec}" in result.stdout
+    ranking = pd.read_csv(tmp_path / "conv_dispatches.csv", keep_default_na=False)
+    assert not ranking["not_tunable"].str.contains("batch-1").any()
+    assert (ranking["root"] == "linalg.matmul").sum() >= 2
+
+
+def test_batch1_convs_are_tuned_under_im2col(tmp_path):
+    output = tmp_path / "conv.csv"
+    result = run_script("autotune.py", "--input", CONV_BLOCK, "--model", "--output", output,
+                        "--top", "1", "--n-trial", "2", "--tuner", "random",
+                        f"--base-flags={IM2COL}", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = pd.read_csv(output)
+    assert len(trials) == 2 and (trials["status"] == "ok").all()
+    assert (trials["config_applied"] == "yes").all()
+    assert "target 0: linalg.matmul" in result.stdout
+
+
+def test_flag_sets_are_measured_recorded_and_a_rejected_one_is_a_row(tmp_path):
+    """--flags replaces the curated sets; a set IREE rejects is recorded with its reason and
+    the run goes on; the record is read back on a rerun."""
+    output = tmp_path / "mlp.csv"
+    args = ["autotune.py", "--input", MLP, "--model", "--output", output, "--n-trial", "1",
+            "--top", "1", "--tuner", "random", "--flags=--iree-opt-data-tiling",
+            "--flags=--iree-no-such-option", *QUICK]
+    result = run_script(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = pd.read_csv(tmp_path / "mlp_flags.csv", keep_default_na=False)
+    assert list(record["flags"]) == ["--iree-opt-data-tiling", "--iree-no-such-option"]
+    assert list(record["status"]) == ["ok", "compile-failed"]
+    assert "iree-no-such-option" in record["reason"][1]
+    low, high = float(record["speedup_ci_low"][0]), float(record["speedup_ci_high"][0])
+    assert 0 < low <= float(record["speedup"][0]) <= high
+    assert (record["chosen"] == "yes").sum() <= 1
+    chosen = record[record["chosen"] == "yes"]
+    best = tmp_path / "mlp_best_flags.txt"
+    if len(chosen):  # chosen only when its interval clears IREE's default
+        assert low > 1 and best.read_text().strip() == "--iree-opt-data-tiling"
+    else:
+        assert not best.exists()
+    again = run_script(*args)
+    assert again.returncode == 0 and f"Flag sets from {tmp_path / 'mlp_flags.csv'}" in again.stdout
+
+
+def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path):
+    """A curated set IREE no longer knows would be a compile failure on every model."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.tuning import flags
+    target = resolve_target(tools, Target(cpu="host"))
+    assert {f.needs for f in flags.relevant(flags.CURATED, {"contraction"})} == {"", "contraction"}
+    for flag_set in flags.CURATED:
+        result = run(compile_command(tools, target, DATA / "multi_op.mlir",
+                                     tmp_path / f"{flag_set.name}.vmfb", flag_set.args), 300)
+        assert result.ok, f"{flag_set.name}: {result.failure('iree-compile', 300)}"

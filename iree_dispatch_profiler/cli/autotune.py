@@ -17,6 +17,10 @@ Outputs, named after the output CSV X.csv: X.csv (every trial), X_best.mlir (the
 best tile configs inlined), X_tuning_spec.mlir (the same configs for
 --iree-codegen-tuning-spec-path, checked to apply), X_best_flags.txt (when a flag point wins),
 X.log (phase timings) and X_progress.png. Rerunning with the same output resumes.
+
+With --model, IREE's curated module flags are searched on the whole model first (X_flags.csv),
+the hot dispatches are tuned inside the model under the chosen flags, and the answer is
+X_best_flags.txt + X_tuning_spec.mlir, compiled together, checked, verified and timed.
 """
 from __future__ import annotations
 
@@ -35,7 +39,6 @@ from iree_dispatch_profiler.iree.launchers import IreeTools, check_runnable, res
 from iree_dispatch_profiler.tuning import model as model_tuning
 from iree_dispatch_profiler.tuning import scheduler_config, single_op, strategies
 from iree_dispatch_profiler.tuning.engine import Settings, Toolchain
-from iree_dispatch_profiler.tuning.space import DEFAULT_FLAG_POINTS
 
 
 def parser() -> options.ArgumentParser:
@@ -61,6 +64,10 @@ def parser() -> options.ArgumentParser:
     model.add_argument("--spec", type=Path, default=None, metavar="SPEC.mlir",
                        help="instead of tuning: check that this tuning spec applies to the "
                             "model, and measure the model with it")
+    model.add_argument("--base-flags", default=None, metavar='"FLAGS"',
+                       help="compile every candidate and the answer with these iree-compile "
+                            "flags instead of searching IREE's curated flag sets first "
+                            "(--base-flags='' for IREE's default flags)")
     options.add_parameters(model)
     p.add_argument("--op", default="all", metavar="INDEX[,INDEX]|all",
                    help="which tunable ops (numbers from --list; default: all)")
@@ -74,7 +81,8 @@ def parser() -> options.ArgumentParser:
                    help="stop an op's search after N trials without a better speedup")
     p.add_argument("--flags", action="append", default=None, metavar='"FLAGS"',
                    help="a compile-flag point (repeatable); replaces the default points "
-                        "(data tiling with ukernels); --flags='' for none")
+                        "(data tiling with ukernels; with --model, IREE's curated flag sets, "
+                        "each with why in X_flags.csv); --flags='' for none")
     p.add_argument("--seed", type=int, default=None, help="seeds the strategy and the inputs (default: 0)")
     p.add_argument("--batch-size", type=parse_positive, default=4, metavar="N",
                    help="candidates compiled together and timed in one interleaved session "
@@ -111,12 +119,13 @@ def settings(args: argparse.Namespace) -> Settings:
         raise UserError(f"{args.config} has no [Env] input_file; give --input")
     if not source.is_file():
         raise UserError(f"input {source} does not exist")
+    if args.base_flags is not None and not args.model:
+        raise UserError("--base-flags applies to --model")
     warnings = []
     if config and config.gpu:
         warnings.append(f"{', '.join(config.gpu)} apply to GPU targets; ignored on llvm-cpu")
     given = [f for f in args.flags if f.strip()] if args.flags is not None else pick(None, "flags")
-    flag_points = (dict(DEFAULT_FLAG_POINTS) if given is None
-                   else {str(i): f for i, f in enumerate(given)})
+    flag_points = None if given is None else {str(i): f for i, f in enumerate(given)}
     tuner = pick(args.tuner, "tuner", "xgb")
     return Settings(source, pick(args.output, "output_file"), args.op,
                     strategies.CONFIG_NAMES.get(tuner, tuner), pick(args.n_trial, "n_trial", 32),
@@ -126,7 +135,8 @@ def settings(args: argparse.Namespace) -> Settings:
                     batch_size=args.batch_size, batch_seconds=args.batch_seconds,
                     confirm_seconds=args.confirm_seconds, compile_timeout=args.compile_timeout,
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
-                    top=args.top, spec=args.spec, list_only=args.list)
+                    top=args.top, spec=args.spec, base_flags=args.base_flags,
+                    list_only=args.list)
 
 
 def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:

@@ -160,6 +160,10 @@ class ProcessResult:
             match = re.search(r"\berror: (.*)", line)
             if match:
                 return f"{what}: {match.group(1).strip().rstrip(':')[:300]}"
+            # A flag it rejects: `iree-compile: Unknown command line argument '--x'.  Try: ...`
+            match = re.search(r"(Unknown command line argument '[^']*')", line)
+            if match:
+                return f"{what}: {match.group(1)}"
         detail = (self.stderr.strip().splitlines() or ["no output"])[-1].strip()
         return f"{what} exited {self.returncode}: {detail[:300]}"
 

@@ -47,7 +47,7 @@ class Settings:
     early_stop: int | None
     seed: int
     lists: dict[str, list[int]]
-    flag_points: dict[str, str]
+    flag_points: dict[str, str] | None  # --flags; None: the defaults (single op, or --model)
     iree_bin: Path | None
     warnings: list[str] = field(default_factory=list)
     time_budget: float | None = None  # seconds of search in all
@@ -60,6 +60,7 @@ class Settings:
     function: str | None = None  # --model: the model's function
     top: int | None = None  # --model: tune the N costliest targets
     spec: Path | None = None  # --model: check this spec instead of tuning
+    base_flags: str | None = None  # --model: tune under these flags instead of searching them
     list_only: bool = False
 
 
@@ -90,6 +91,8 @@ class Build:
 
 class Tuner:
     """Compiles, verifies and times candidates of the user's module against IREE's default."""
+
+    reference = "IREE's default"  # what `default` is, in what the tuner reports
 
     def __init__(self, s: Settings, toolchain: Toolchain, log: Log):
         self.s, self.log = s, log
@@ -344,18 +347,18 @@ def report(tuner: Tuner, result: OpResult) -> None:
     failed = len(result.rows) - len(ok)
     rank = 1 + sum(r["speedup"] > 1.0 for r in ok)
     log(f"op {op.index} ({op.name} {op.shape}, {op.types}): {len(result.rows)} trials, "
-        f"{len(ok)} verified and timed, {failed} failed; IREE's default ranks {rank} of "
+        f"{len(ok)} verified and timed, {failed} failed; {tuner.reference} ranks {rank} of "
         f"{len(ok) + 1} in the search")
     for name, outcome in result.confirmed.items():
         if name == DEFAULT or outcome.speedup is None:
             continue
         log(f"  confirmed {name}: {outcome.runtime.median:.4f} ms, "
-            + stats.verdict(name, DEFAULT, outcome.speedup, stats.MIN_EFFECT))
+            + stats.verdict(name, tuner.reference, outcome.speedup, stats.MIN_EFFECT))
     if result.winner == DEFAULT:
-        log("  answer: keep IREE's default (no candidate's interval clears it)")
+        log(f"  answer: keep {tuner.reference} (no candidate's interval clears it)")
     else:
         speedup = result.confirmed[result.winner].speedup
         how = (f"its flags for the whole module ({tuner.s.output.stem}_best_flags.txt)"
                if result.winner.startswith("flags_") else tuner.tile_outputs())
         log(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} faster "
-            f"than IREE's default; use {how}")
+            f"than {tuner.reference}; use {how}")

@@ -53,7 +53,8 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
     cpu = toolchain.target.resolved_cpu()
     spaces = []
     for op in chosen:
-        space = tuning_space.build(op, cpu, s.lists, s.flag_points)
+        space = tuning_space.build(op, cpu, s.lists, tuning_space.DEFAULT_FLAG_POINTS
+                                    if s.flag_points is None else s.flag_points)
         if not space.tiles:
             given = ", ".join(f"{k}={v}" for k, v in s.lists.items()) or "the derived lists"
             raise UserError(f"op {op.index} ({op.name} {op.shape}): no valid tile config in "

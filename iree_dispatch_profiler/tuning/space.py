@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from iree_dispatch_profiler.core.library import CpuTarget, DataType, TuningConfiguration, UserError
 from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.ops import cpu_tiles
+from iree_dispatch_profiler.tuning import flags as module_flags
 
 # Knobs of a tile point. On llvm-cpu tile_m/tile_n are the distribution tiles of the op's
 # innermost M and N loops (output width and channels for a conv; queries and the value head dim
@@ -19,7 +20,7 @@ from iree_dispatch_profiler.ops import cpu_tiles
 # peel (0/1) IREE's loop peeling, which it enables itself for shapes the tiles do not divide:
 # without it the remainders run masked, 3x slower on 500x300x700 (Zen 3).
 TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel")
-DEFAULT_FLAG_POINTS = {"data_tiling": "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"}
+DEFAULT_FLAG_POINTS = {"data_tiling": module_flags.DATA_TILING}
 PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert",
              "attention": "LinalgExtTileAndVectorize"}
 # The parallel and reduction loop classes that tile_m, tile_n and tile_k size, per op kind.
@@ -75,6 +76,8 @@ def tunable_reason(op: TunableOp) -> str:
         return "its loop bounds are not static"
     if op.kind == "convolution" and op.positions("depth"):
         return "3-D convolutions are not tuned"
+    if op.kind == "convolution" and len(op.positions("output_channel")) > 1:
+        return "a data-tiled convolution (its channels packed and tiled by data tiling)"
     if op.kind == "convolution" and len(op.positions("output_image")) == 2 and op.size("batch") == 1:
         # Its unit batch is folded away and put back by InsertBatchDimForBatchlessConvPass after
         # configs are attached; the rebuilt op has none (seen in IREE 3.13).

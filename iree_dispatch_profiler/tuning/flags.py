@@ -1,0 +1,90 @@
+"""IREE's module flags that change a model's speed and not its results: the curated list a model
+tuning searches before it tunes dispatches (the spec is then tuned under the flags it will ship
+with), each with why it is in the list, and the record of that search (X_flags.csv)."""
+from __future__ import annotations
+
+import csv
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree_dispatch_profiler.core.library import UserError
+
+DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
+IM2COL = "--iree-global-opt-use-im2col-for-convs"
+# The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
+# (a comma-separated value is refused in 3.13).
+CONV_DATA_TILING = ("--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul "
+                    "--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution")
+
+
+@dataclass(frozen=True)
+class FlagSet:
+    name: str
+    flags: str  # as typed on iree-compile's command line
+    why: str
+    needs: str = ""  # a root op kind the model must have for the set to matter ("" for any)
+
+    @property
+    def args(self) -> list[str]:
+        return shlex.split(self.flags)
+
+
+CURATED = (
+    FlagSet("data_tiling", DATA_TILING,
+            "packs matmul operands into the target's register tiles and calls IREE's "
+            "microkernels: its fastest path for large matmuls", "contraction"),
+    FlagSet("data_tiling_codegen", "--iree-opt-data-tiling",
+            "the same packing with the inner kernel generated instead of a microkernel: for "
+            "types and ISAs the microkernels do not cover", "contraction"),
+    FlagSet("conv_data_tiling", f"{DATA_TILING} {CONV_DATA_TILING}",
+            "data tiling for convolutions too (experimental in 3.13): packed filters and "
+            "microkernels", "convolution"),
+    FlagSet("im2col", IM2COL,
+            "convolutions as im2col + matmul: the matmul paths and tile configs, also for the "
+            "batch-1 convolutions whose conv configs IREE drops", "convolution"),
+    FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING}",
+            "im2col, then the matmuls it makes data-tiled", "convolution"),
+    FlagSet("channels_last",
+            "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
+            "iree-preprocessing-convert-conv-to-channels-last))",
+            "PyTorch's NCHW convolutions turned NHWC before dispatch formation", "convolution"),
+    FlagSet("aggressive_fusion", "--iree-dispatch-creation-enable-aggressive-fusion",
+            "fuses producers and consumers IREE keeps apart by default: fewer dispatches and "
+            "less memory traffic"),
+    FlagSet("horizontal_fusion", "--iree-dispatch-creation-enable-fuse-horizontal-contractions",
+            "contractions sharing an operand (Q, K and V projections) in one dispatch",
+            "contraction"),
+    FlagSet("O3", "--iree-opt-level=O3", "IREE's highest optimization level"),
+)
+
+
+def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str]) -> list[FlagSet]:
+    """The sets that can matter for a model whose dispatch roots are of `kinds`."""
+    return [f for f in sets if not f.needs or f.needs in kinds]
+
+
+def given(flag_points: dict[str, str]) -> list[FlagSet]:
+    """The user's --flags values as flag sets, tried in place of the curated list."""
+    return [FlagSet(name, flags, "given with --flags") for name, flags in flag_points.items()]
+
+
+# X_flags.csv: a row per flag set, written once the sets are measured; `chosen` marks the one
+# the spec is tuned under (none: IREE's default flags).
+COLUMNS = ["name", "flags", "status", "reason", "max_abs_err", "median_ms", "ci_low_ms",
+           "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "chosen", "why"]
+
+
+def write(rows: list[dict], path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    if not rows or list(rows[0]) != COLUMNS:
+        raise UserError(f"{path} is not a flag record of autotune.py --model; remove it")
+    return rows
