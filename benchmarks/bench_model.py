@@ -132,7 +132,7 @@ def main() -> int:
         print(f"tuning wall time {seconds:.0f} s (autotune.py --model --n-trial {args.n_trial}), "
               f"exit {result.returncode}")
         ranking = pd.read_csv(work / f"{name}_dispatches.csv", keep_default_na=False)
-        print(f"dispatch ranking (of {len(ranking)}; IREE's default):")
+        print(f"dispatch ranking (of {len(ranking)}; under the chosen flags):")
         for row in ranking.head(SHOWN_DISPATCHES).itertuples():
             target = (f"target {row.target}{' (hot)' if row.hot == 'yes' else ''}"
                       if row.target != "" else f"not tunable: {row.not_tunable}")

@@ -3,12 +3,8 @@ tuning searches before it tunes dispatches (the spec is then tuned under the fla
 with), each with why it is in the list, and the record of that search (X_flags.csv)."""
 from __future__ import annotations
 
-import csv
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
-
-from iree_dispatch_profiler.core.library import UserError
 
 DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
@@ -69,22 +65,7 @@ def given(flag_points: dict[str, str]) -> list[FlagSet]:
     return [FlagSet(name, flags, "given with --flags") for name, flags in flag_points.items()]
 
 
-# X_flags.csv: a row per flag set, written once the sets are measured; `chosen` marks the one
-# the spec is tuned under (none: IREE's default flags).
+# X_flags.csv (records.write_table): a row per flag set, written once the sets are measured;
+# `chosen` marks the one the spec is tuned under (none: IREE's default flags).
 COLUMNS = ["name", "flags", "status", "reason", "max_abs_err", "median_ms", "ci_low_ms",
            "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "chosen", "why"]
-
-
-def write(rows: list[dict], path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def read(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as stream:
-        rows = list(csv.DictReader(stream))
-    if not rows or list(rows[0]) != COLUMNS:
-        raise UserError(f"{path} is not a flag record of autotune.py --model; remove it")
-    return rows

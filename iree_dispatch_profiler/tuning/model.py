@@ -11,7 +11,6 @@ own dispatches inside the model (--dispatch_statistics), so fusion and calling c
 those of the real model."""
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import shlex
@@ -37,7 +36,8 @@ from iree_dispatch_profiler.tuning.engine import (DEFAULT, Build, OpResult, Sett
                                                   Tuner, confirm, report, search)
 from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, TIMING_FAILED, Log,
-                                                   TrialWriter, load_trials)
+                                                   TrialWriter, load_trials, read_table,
+                                                   write_table)
 from iree_dispatch_profiler.tuning.spec import Entry, Matcher
 
 COVERAGE = 0.9  # hot dispatches: the top ones that together take this share of the time
@@ -144,6 +144,7 @@ class FlagChoice:
     chosen: FlagSet | None
     build: Build | None = None
     roots: dict = dataclasses.field(default_factory=dict)
+    failed: list[FlagSet] = dataclasses.field(default_factory=list)  # sets that fail alone
 
 
 def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
@@ -153,23 +154,25 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
     s, log = tuner.s, tuner.log
     if s.base_flags is not None:  # the user's: no search
         chosen = FlagSet("given", s.base_flags, "given with --base-flags") if s.base_flags else None
-        built = {}
+        built, failed = {}, []
         log(f"Flags: {s.base_flags or 'none'} (--base-flags): the spec is tuned under them")
     else:
         if path.is_file():
-            rows, built = module_flags.read(path), {}
+            rows, built = read_table(path, module_flags.COLUMNS, "a flag record"), {}
             log(f"Flag sets from {path}")
         else:
             kinds = {root.op.kind for root in iree_roots.values() if root.op}
             sets = (module_flags.given(s.flag_points) if s.flag_points is not None
                     else module_flags.relevant(module_flags.CURATED, kinds))
-            rows, built = measure_flags(tuner, sets)
-            module_flags.write(rows, path)
+            rows, built = measure_flags(tuner, sets) if sets else ([], {})
+            if rows:
+                write_table(path, module_flags.COLUMNS, rows)
         print_flags(rows, log)
-        chosen = next((FlagSet(r["name"], r["flags"], r["why"]) for r in rows
-                       if r["chosen"] == "yes"), None)
+        by_name = {r["name"]: FlagSet(r["name"], r["flags"], r["why"]) for r in rows}
+        chosen = next((by_name[r["name"]] for r in rows if r["chosen"] == "yes"), None)
+        failed = [by_name[r["name"]] for r in rows if r["status"] == COMPILE_FAILED]
     if chosen is None:
-        return FlagChoice(None)
+        return FlagChoice(None, failed=failed)
     build, roots = built.get(chosen.name) or tuner.build_surveyed(f"model_{chosen.name}",
                                                                  chosen.args)
     if build.reason:
@@ -178,7 +181,7 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
         status, reason, _ = tuner.verify(build, tuner.function)
         if reason:
             raise UserError(f"the model with {chosen.flags}: {status}: {reason}")
-    return FlagChoice(chosen, build, roots)
+    return FlagChoice(chosen, build, roots, failed)
 
 
 def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], dict]:
@@ -211,7 +214,8 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         if outcome is None:
             continue
         if outcome.reason or outcome.speedup is None:
-            row["status"], row["reason"] = TIMING_FAILED, outcome.reason or "IREE's default failed to time"
+            row["status"] = TIMING_FAILED
+            row["reason"] = outcome.reason or "IREE's default failed to time"
             continue
         row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
                    ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
@@ -232,7 +236,8 @@ def print_flags(rows: list[dict], log) -> None:
                      f"{float(row['speedup_ci_high']):.2f}], {float(row['median_ms']):.3f} ms")
         else:
             shown = f"{row['status']}: {row['reason']}"
-        log(f"  flags {row['name']:<{width}} {shown}" + ("  <- chosen" if row["chosen"] == "yes" else ""))
+        mark = "  <- chosen" if row["chosen"] == "yes" else ""
+        log(f"  flags {row['name']:<{width}} {shown}{mark}")
     chosen = [row for row in rows if row["chosen"] == "yes"]
     log(f"Flags: {chosen[0]['name']} ({chosen[0]['flags']}): the spec is tuned under them"
         if chosen else "Flags: none is faster than IREE's default: the spec is tuned without flags")
@@ -306,21 +311,6 @@ def targets(rows: list[dict], roots: dict) -> list[TuningTarget]:
         found[number].dispatches += (row["dispatch"],)
         found[number].ms += float(row["ms"])
     return list(found.values())
-
-
-def write_ranking(rows: list[dict], path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, RANKING_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def read_ranking(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as stream:
-        rows = list(csv.DictReader(stream))
-    if not rows or list(rows[0]) != RANKING_COLUMNS:
-        raise UserError(f"{path} is not a dispatch ranking of autotune.py --model; remove it")
-    return rows
 
 
 def print_ranking(rows: list[dict], log) -> None:
@@ -532,7 +522,8 @@ def comparison_lines(result: ModelResult) -> list[str]:
 
 def write_report(path: Path, rows: list[dict], result: ModelResult, tuned_targets: set[int]) -> None:
     lines = ["# Model tuning report", "",
-             f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags else "Flags: none",
+             f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags
+             else "Flags: none",
              f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
              "| dispatch | root op | share | flags alone ms | tuned ms | target speedup [95%] | in spec |",
              "|---|---|---:|---:|---:|---|---|"]
@@ -559,7 +550,8 @@ def tune(tuner: ModelTuner, cpu) -> int:
     start = time.perf_counter()
     tuner.iree_default, default_roots = tuner.build_surveyed(DEFAULT, [])
     if tuner.iree_default.reason:
-        raise UserError(f"{s.input} does not compile with IREE's defaults: {tuner.iree_default.reason}")
+        raise UserError(f"{s.input} does not compile with IREE's defaults: "
+                        f"{tuner.iree_default.reason}")
     tuner.default = tuner.iree_default
     tuner.prepare_function(tuner.function)
     log.phase("baseline", time.perf_counter() - start)
@@ -576,13 +568,14 @@ def tune(tuner: ModelTuner, cpu) -> int:
     start = time.perf_counter()
     ranking_path = Path(f"{stem}_dispatches.csv")
     if ranking_path.is_file() and not s.list_only:
-        rows = read_ranking(ranking_path)  # resume: the same targets, numbered as before
+        # resume: the same targets, numbered as before
+        rows = read_table(ranking_path, RANKING_COLUMNS, "a dispatch ranking")
         log(f"Dispatch ranking from {ranking_path}")
     else:
         rows = survey(tuner, default_roots, s.batch_seconds)
         choose_hot(rows, s.top)
         if not s.list_only:
-            write_ranking(rows, ranking_path)
+            write_table(ranking_path, RANKING_COLUMNS, rows)
     log.phase("survey", time.perf_counter() - start)
     if flags.chosen is not None:
         log(f"Dispatches under the flags {flags.chosen.name}:")
@@ -639,19 +632,15 @@ def tune(tuner: ModelTuner, cpu) -> int:
         result = measure_model(tuner, [], None, flags.chosen, default_roots, {}, s.confirm_seconds)
     status = conclude(tuner, rows, result, set(winners), stem)
     if result.spec is not None and result.speedup is not None:
-        retry_failed_flags(tuner, Path(f"{stem}_flags.csv"), result.spec)
+        retry_failed_flags(tuner, flags.failed, result.spec)
     return status
 
 
-def retry_failed_flags(tuner: ModelTuner, record: Path, spec: Path) -> None:
+def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> None:
     """Flag sets that failed to compile the model alone, tried again with the spec: IREE's
     data tiling fails on some attention dispatches at the vector sizes of its own config, which
     the spec replaces. What compiles is verified and timed against the answer; reported, not
     shipped (the spec was tuned under other flags)."""
-    if not record.is_file():
-        return
-    failed = [FlagSet(r["name"], r["flags"], r["why"]) for r in module_flags.read(record)
-              if r["status"] == COMPILE_FAILED and r["flags"] and shlex.split(r["flags"]) != tuner.base_flags]
     for flag_set in failed:
         build = tuner.build(f"model_{flag_set.name}_spec", None,
                             [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])

@@ -3,6 +3,7 @@ trial ends, read back to resume) and the run log with its phase timings."""
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.tuning.space import TILE_KNOBS, Point
 
@@ -87,3 +89,21 @@ class Log:
         total = time.perf_counter() - self.start
         parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
         self(f"Phase timings: {parts}; total {total:.1f} s")
+
+
+def write_table(path: Path, columns: list[str], rows: list[dict]) -> None:
+    """A record written whole (atomically: a kill leaves the old one or the new one)."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
+
+
+def read_table(path: Path, columns: list[str], what: str) -> list[dict]:
+    """The rows of a record written by write_table; `what` names it in the error."""
+    with open(path, newline="", encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    if not rows or list(rows[0]) != columns:
+        raise UserError(f"{path} is not {what} of autotune.py --model; remove it")
+    return rows
