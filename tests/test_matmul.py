@@ -113,3 +113,21 @@ def test_summary_never_ranks_a_configuration_iree_ignored():
     assert "fastest tile_b" in text and "1.25x [1.19, 1.31] vs default" in text
     assert "best: faster than runner-up default by 1.25x" in text and "tile_a" not in text
     assert "ignored" in row("tile_a", 1.0, "no").block()
+
+
+def test_a_runtime_without_an_interval_is_said_in_words_and_never_the_fastest():
+    """One round of a big problem: no interval, so neither a leader nor `[nan, nan]`."""
+    from iree_dispatch_profiler.core.stats import Estimate, estimate
+    from iree_dispatch_profiler.sweep.performance_report import PerformanceResult, summary
+
+    ranked = PerformanceResult("op_default", "op", "default", "", {}, 2_000_000, 1,
+                               runtime=Estimate(2.0, 1.98, 2.02, 0.01, 6), samples=[2.0] * 6,
+                               verification="SUCCESS")
+    single = PerformanceResult("op_dt", "op", "dt", "", {}, 2_000_000, 1,
+                               runtime=estimate([0.7]), speedup=estimate([2.8]), samples=[0.7],
+                               verification="SUCCESS")
+    text = summary([ranked, single])
+    assert "fastest default" in text and "not ranked (no interval: too few rounds): dt" in text
+    block = single.block()
+    assert "nan" not in block and "[no interval: 1 round]: not ranked" in block
+    assert "Speedup       : 2.800x [no interval: 1 round]" in block

@@ -109,3 +109,31 @@ def test_protocol_answers_drift_by_measuring_again():
                      Protocol(time_budget=60, min_rounds=12))
     assert result.drift == "re-measured"
     assert result.outcomes["default"].runtime.median == 15.0  # only the new state counts
+
+
+def test_rounds_longer_than_the_budget_still_reach_the_minimum_and_say_so():
+    """A big problem: one round takes longer than the whole budget. The minimum rounds are
+    reached anyway (an interval, a ranking), and the grown budget is said."""
+    import time
+
+    class Slow(Fake):
+        def sample(self, seconds):
+            time.sleep(0.03)
+            return super().sample(seconds)
+
+    base, fast = Slow("default", noisy(10, 0.02, 50, 9)), Slow("c1", noisy(5, 0.02, 50, 10))
+    result = measure([base.candidate, fast.candidate], "default",
+                     Protocol(time_budget=0.01, min_rounds=6))
+    assert result.rounds == 6 and result.outcomes["c1"].speedup.has_interval
+    assert result.budget_note.startswith("budget 0.01 s grown to") and "6 rounds" in result.budget_note
+    assert result.ranking(0.03).startswith("best c1")
+
+
+def test_an_estimate_without_an_interval_says_so_and_is_never_ranked():
+    one = stats.estimate([8234.589])
+    assert not one.has_interval and one.interval() == "[no interval: 1 round]"
+    assert stats.estimate([1.0, 1.1, 1.2]).has_interval
+    base, other = Fake("default", [10.0]), Fake("c1", [5.0])
+    result = measure([base.candidate, other.candidate], "default",
+                     Protocol(time_budget=0, min_rounds=1))
+    assert result.rounds == 1 and result.ranking(0.03) == "nothing timed"

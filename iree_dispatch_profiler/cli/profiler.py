@@ -137,7 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(sum(len(q) + (op in numpy_for) for op, q in jobs.items()),
                         "dispatches profiled")
     for operation, queue in jobs.items():
-        for result in profiler.profile_operation(operation, queue, operation in numpy_for):
+        def on_round(measured, name=operation.name):
+            progress.within(f"{name}: round {measured.rounds} (at least {protocol.min_rounds})")
+
+        for result in profiler.profile_operation(operation, queue, operation in numpy_for,
+                                                 on_round):
             results.append(result)
             report.append(result)
             progress.message(result.block())

@@ -36,7 +36,14 @@ class Estimate:
             return math.inf
         return (self.high - self.low) / 2 / self.median
 
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
     def interval(self, spec: str = ".3f") -> str:
+        """`[1.234, 1.301]`, or in words why there is none (too few rounds)."""
+        if not self.has_interval:
+            return f"[no interval: {self.n} round{'s' if self.n != 1 else ''}]"
         return f"[{self.low:{spec}}, {self.high:{spec}}]"
 
 

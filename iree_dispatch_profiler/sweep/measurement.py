@@ -17,7 +17,9 @@ class Protocol:
     precision: float = 0.02  # wanted half-width of each speedup interval, relative
     time_budget: float = 20.0  # seconds for all rounds of one set of candidates
     seconds_per_sample: float = 0.05  # timed work per candidate per round
-    min_rounds: int = 6  # enough for an interval and for the drift check (2 per third)
+    # Enough for an interval and for the drift check (2 per third): reached whatever the
+    # budget, which grows to what they take when one round is long (said in Measurement).
+    min_rounds: int = 6
     max_rounds: int = 500
     remeasures: int = 2  # how often a drift may restart the rounds
 
@@ -45,13 +47,24 @@ class Measurement:
     rounds: int = 0
     seconds: float = 0.0
     drift: str = "no"  # no / re-measured (seen and measured again) / yes (seen at the end)
+    budget: float = 0.0  # the time budget asked for
+
+    @property
+    def budget_note(self) -> str:
+        """'' or why the rounds took longer than the budget."""
+        if not self.rounds or self.seconds <= 1.5 * self.budget:
+            return ""
+        return (f"budget {self.budget:g} s grown to {self.seconds:.0f} s to reach "
+                f"{self.rounds} rounds ({self.seconds / self.rounds:.1f} s per round)")
 
     def timed(self) -> list[Outcome]:
         return [o for o in self.outcomes.values() if not o.reason and o.samples]
 
     def ranking(self, min_effect: float) -> str:
         """The fastest candidate, named only when it beats the runner-up significantly."""
-        timed = sorted(self.timed(), key=lambda o: o.runtime.median)
+        # A runtime without an interval is never ranked: one round says nothing of its spread.
+        timed = sorted((o for o in self.timed() if o.runtime.has_interval),
+                       key=lambda o: o.runtime.median)
         if len(timed) < 2:
             return f"only {timed[0].name} timed" if timed else "nothing timed"
         best, second = timed[:2]
@@ -69,7 +82,8 @@ def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Pro
     """Rounds until precision, budget or max_rounds; candidates that fail drop out with a
     reason. With no baseline, precision applies to each runtime interval instead."""
     result = Measurement(baseline if any(c.name == baseline for c in candidates) else None,
-                         {c.name: Outcome(c.name) for c in candidates})
+                         {c.name: Outcome(c.name) for c in candidates},
+                         budget=protocol.time_budget)
     active = list(candidates)
     start = time.perf_counter()
     remeasures, since_restart = protocol.remeasures, 0
@@ -95,12 +109,10 @@ def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Pro
             _estimate(result, protocol, runtimes=False)
             if all(o.precision_reached for o in result.timed()):
                 break
-        # min_rounds even past the budget, but never past three budgets
-        if elapsed > protocol.time_budget and (since_restart >= protocol.min_rounds
-                                                or elapsed > 3 * protocol.time_budget):
-            break
         if on_round is not None:
             on_round(result)
+        if elapsed > protocol.time_budget and since_restart >= protocol.min_rounds:
+            break
     result.seconds = time.perf_counter() - start
     if result.baseline and _drifted(result):
         result.drift = "yes"

@@ -45,6 +45,7 @@ class PerformanceResult:
     speedup: Estimate | None = None  # over IREE's default, from the same rounds
     precision_reached: str = ""  # yes / no, empty when not timed
     drift: str = ""  # no / re-measured / yes
+    budget_note: str = ""  # why the operation's rounds took longer than the budget
     samples: list[float] = field(default_factory=list)  # ms per round, paired across the operation
     max_abs_error: float = math.nan
     reason: str = ""
@@ -55,11 +56,12 @@ class PerformanceResult:
     def runtime_ms(self) -> float:
         return self.runtime.median
 
-    def set_timing(self, outcome: Outcome, drift: str) -> None:
+    def set_timing(self, outcome: Outcome, drift: str, budget_note: str = "") -> None:
         if outcome.reason:
             self.reason = outcome.reason
             return
         self.runtime, self.speedup, self.drift = outcome.runtime, outcome.speedup, drift
+        self.budget_note = budget_note
         self.samples = outcome.samples
         self.precision_reached = "yes" if outcome.precision_reached else "no"
 
@@ -87,7 +89,8 @@ class PerformanceResult:
             "speedup_ci_high": _round(speedup.high, 4),
             "precision_reached": self.precision_reached, "drift": self.drift,
             "GFLOPs": _round(self.gflops, 3), "GB/s": _round(self.gbps, 3),
-            "cv": _round(self.runtime.cv, 4), "repetitions": self.runtime.n,
+            "cv": _round(self.runtime.cv, 4) if self.runtime.n > 1 else math.nan,
+            "repetitions": self.runtime.n,
             "max_abs_error": self.max_abs_error,
             "Reason": self.reason,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -111,15 +114,17 @@ class PerformanceResult:
                 if self.config_applied == "no" else ""),
             f"Runtime(ms)   : {_format(self.runtime.median, '.3f')}" + (
                 f"  {self.runtime.interval()} (median of {self.runtime.n} rounds, "
-                f"{CONFIDENCE:.0%} interval; cv {self.runtime.cv:.1%})" if self.runtime.n else ""),
+                f"{CONFIDENCE:.0%} interval; cv {self.runtime.cv:.1%})"
+                if self.runtime.has_interval else
+                f"  {self.runtime.interval()}: not ranked" if self.runtime.n else ""),
             f"GFLOPs        : {_format(self.gflops, '.2f')}",
         ]
         if self.speedup is not None:
             lines.append(f"Speedup       : {self.speedup.median:.3f}x {self.speedup.interval()} "
                          "over default, same rounds")
-        if self.precision_reached == "no" or self.drift not in ("", "no"):
+        if self.precision_reached == "no" or self.drift not in ("", "no") or self.budget_note:
             lines.append(f"Measurement   : precision reached {self.precision_reached}, "
-                         f"drift {self.drift}")
+                         f"drift {self.drift}" + (f"; {self.budget_note}" if self.budget_note else ""))
         if self.reason:
             lines.append(f"Reason        : {self.reason}")
         return "\n".join(lines)
@@ -185,6 +190,9 @@ def summary(results: list[PerformanceResult], min_effect: float = MIN_EFFECT) ->
     for operation, rows in by_operation.items():
         timed = [r for r in rows if r.runtime_ms > 0 and r.config_applied != "no"
                  and r.verification in ("SUCCESS", "Not verified")]
+        # A runtime without an interval is never ranked or called a leader.
+        unranked = [r.configuration for r in timed if not r.runtime.has_interval]
+        timed = [r for r in timed if r.runtime.has_interval]
         iree = sorted((r for r in timed if r.provider == PROVIDER_IREE), key=lambda r: r.runtime_ms)
         numpy = next((r for r in timed if r.provider == PROVIDER_NUMPY), None)
         if not iree:
@@ -208,6 +216,8 @@ def summary(results: list[PerformanceResult], min_effect: float = MIN_EFFECT) ->
                 line += f"; best IREE / numpy {ratio.median:.2f}x {ratio.interval('.2f')}"
         if numpy:
             line += f"; numpy {numpy.runtime_ms:.3f} ms, {numpy.gflops:.1f} GFLOP/s"
+        if unranked:
+            line += f"; not ranked (no interval: too few rounds): {', '.join(unranked)}"
         lines.append(line)
     return "\n".join(lines)
 

@@ -50,10 +50,11 @@ class Profiler:
             bytes=operation.bytes, provider=provider, target_summary=self.target_summary,
             environment=dict(self.environment))
 
-    def profile_operation(self, operation, dispatches: list[Dispatch],
-                          with_numpy: bool) -> list[PerformanceResult]:
+    def profile_operation(self, operation, dispatches: list[Dispatch], with_numpy: bool,
+                          on_round=None) -> list[PerformanceResult]:
         """Verify each configuration, then time the verified ones (and numpy) in interleaved
-        rounds, so that their speedups over default come from the same machine state."""
+        rounds, so that their speedups over default come from the same machine state;
+        `on_round(measurement)` after each round (progress)."""
         cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
         results, candidates = [], []
         for dispatch in dispatches:
@@ -66,10 +67,11 @@ class Profiler:
             results.append(result)
             candidates.append(Candidate(result.configuration, kernel.sample))
         if self.profiling_enabled and candidates:
-            measured = measure(candidates, "default", self.protocol)
+            measured = measure(candidates, "default", self.protocol, on_round)
             for result in results:
                 if result.configuration in measured.outcomes:
-                    result.set_timing(measured.outcomes[result.configuration], measured.drift)
+                    result.set_timing(measured.outcomes[result.configuration], measured.drift,
+                                      measured.budget_note)
         return results
 
     def prepare_numpy(self, operation, cache: ReferenceCache) -> tuple[PerformanceResult, NumpyKernel]:

@@ -18,19 +18,28 @@ class Progress:
 
     def advance(self) -> None:
         self.done += 1
+        self._draw("", force=self.done * 10 // self.total != self._last_decile
+                   or self.done == self.total)
+        self._last_decile = self.done * 10 // self.total
+
+    def within(self, text: str) -> None:
+        """Where the current item is (an operation's rounds): long items move the line too."""
+        self._draw(f"; {text}", force=False)
+
+    def _draw(self, extra: str, force: bool) -> None:
         elapsed = time.perf_counter() - self.start
-        eta = elapsed / self.done * (self.total - self.done)
+        # The ETA counts finished items only: an item in progress is not yet a rate.
+        eta = (f", ~{elapsed / self.done * (self.total - self.done):.0f}s left" if self.done
+               else "")
         width = 30
         filled = width * self.done // self.total
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {self.what}"
-                f"  {elapsed:.0f}s elapsed, ~{eta:.0f}s left")
+                f"  {elapsed:.0f}s elapsed{eta}{extra}")
         if self.tty:
             self.stream.write("\r\033[K" + line[:160])
-            if self.done == self.total:
+            if self.done == self.total and not extra:
                 self.stream.write("\n")
-        elif (self.done * 10 // self.total != self._last_decile or self.done == self.total
-              or time.perf_counter() - self._last_line > 30):
-            self._last_decile = self.done * 10 // self.total
+        elif force or time.perf_counter() - self._last_line > 30:
             self._last_line = time.perf_counter()
             self.stream.write(line + "\n")
         self.stream.flush()
