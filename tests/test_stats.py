@@ -95,11 +95,21 @@ def test_protocol_stops_at_precision_and_reports_speedups():
 
 def test_protocol_drops_a_failing_candidate_and_measures_the_rest():
     good = Fake("default", [10.0] * 100)
-    bad = Fake("c1", [5.0, 5.0, -1] + [5.0] * 100)
+    bad = Fake("c1", [5.0, 5.0, -1, -1] + [5.0] * 100)  # fails, and fails again
     result = measure([good.candidate, bad.candidate], "default", Protocol(time_budget=60))
     assert result.outcomes["c1"].reason == "crashed (SIGSEGV)"
     assert result.outcomes["c1"].samples == []
     assert result.outcomes["default"].runtime.median == 10.0
+
+
+def test_a_sample_that_fails_once_is_taken_again_and_said():
+    """IREE's benchmark tool crashed once in 166 dispatches while a second test suite ran."""
+    good = Fake("default", [10.0] * 100)
+    once = Fake("c1", [5.0, -1] + [5.0] * 100)
+    result = measure([good.candidate, once.candidate], "default", Protocol(time_budget=60))
+    outcome = result.outcomes["c1"]
+    assert not outcome.reason and outcome.retried == ["crashed (SIGSEGV)"]
+    assert outcome.speedup.median == 2.0
 
 
 def test_protocol_answers_drift_by_measuring_again():

@@ -1,7 +1,8 @@
 """The measurement protocol: candidates timed in interleaved rounds (baseline, c1, c2, ...,
 baseline, c1, ...) so that drift hits them all alike, until every speedup over the baseline is
 known to the wanted precision or the time budget runs out. Drift of the baseline between its
-early and late rounds is answered by measuring again."""
+early and late rounds is answered by measuring again; a sample that fails is tried once more,
+and a candidate is dropped only when that fails too."""
 from __future__ import annotations
 
 import time
@@ -38,6 +39,7 @@ class Outcome:
     runtime: stats.Estimate = stats.NO_ESTIMATE
     speedup: stats.Estimate | None = None  # baseline / this; None for the baseline itself
     precision_reached: bool = False
+    retried: list[str] = field(default_factory=list)  # failures a second try got past
 
 
 @dataclass
@@ -92,6 +94,11 @@ def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Pro
         for candidate in active[shift:] + active[:shift]:
             sample = candidate.measure(protocol.seconds_per_sample)
             outcome = result.outcomes[candidate.name]
+            if not sample.ok:  # IREE's tools crash now and then on a busy machine: try again
+                again = candidate.measure(protocol.seconds_per_sample)
+                if again.ok:
+                    outcome.retried.append(sample.reason)
+                    sample = again
             if sample.ok:
                 outcome.samples.append(sample.ms)
             else:

@@ -45,7 +45,8 @@ class PerformanceResult:
     speedup: Estimate | None = None  # over IREE's default, from the same rounds
     precision_reached: str = ""  # yes / no, empty when not timed
     drift: str = ""  # no / re-measured / yes
-    budget_note: str = ""  # why the operation's rounds took longer than the budget
+    # why the rounds took longer than the budget, samples taken again after a crash
+    measurement_note: str = ""
     samples: list[float] = field(default_factory=list)  # ms per round, paired across the operation
     max_abs_error: float = math.nan
     reason: str = ""
@@ -61,7 +62,9 @@ class PerformanceResult:
             self.reason = outcome.reason
             return
         self.runtime, self.speedup, self.drift = outcome.runtime, outcome.speedup, drift
-        self.budget_note = budget_note
+        retried = (f"{len(outcome.retried)} sample(s) taken again after: {outcome.retried[0]}"
+                   if outcome.retried else "")
+        self.measurement_note = "; ".join(n for n in (budget_note, retried) if n)
         self.samples = outcome.samples
         self.precision_reached = "yes" if outcome.precision_reached else "no"
 
@@ -122,9 +125,10 @@ class PerformanceResult:
         if self.speedup is not None:
             lines.append(f"Speedup       : {self.speedup.median:.3f}x {self.speedup.interval()} "
                          "over default, same rounds")
-        if self.precision_reached == "no" or self.drift not in ("", "no") or self.budget_note:
+        note = f"; {self.measurement_note}" if self.measurement_note else ""
+        if self.precision_reached == "no" or self.drift not in ("", "no") or note:
             lines.append(f"Measurement   : precision reached {self.precision_reached}, "
-                         f"drift {self.drift}" + (f"; {self.budget_note}" if self.budget_note else ""))
+                         f"drift {self.drift}{note}")
         if self.reason:
             lines.append(f"Reason        : {self.reason}")
         return "\n".join(lines)
