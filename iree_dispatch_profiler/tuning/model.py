@@ -657,10 +657,11 @@ def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> 
                    (("answer", Build("answer", answer)), (flag_set.name, build))}
         measured = measure([Candidate(n, b.sample) for n, b in benches.items()], "answer",
                            Protocol(time_budget=tuner.s.confirm_seconds))
-        outcome = measured.outcomes[flag_set.name]
+        outcome, answered = measured.outcomes[flag_set.name], measured.outcomes["answer"]
         shown = (f"{outcome.runtime.median:.3f} ms, " + stats.verdict(
             flag_set.name, "the answer", outcome.speedup, stats.MIN_EFFECT)
-                 if not outcome.reason else f"failed to time: {outcome.reason}")
+                 if outcome.speedup is not None
+                 else f"failed to time: {outcome.reason or answered.reason}")
         tuner.log(line + f"compile, outputs agree; {shown} ({flag_set.flags} "
                   f"{SPEC_FLAG}={spec})")
 
