@@ -273,12 +273,15 @@ def test_flag_sets_are_measured_recorded_and_a_rejected_one_is_a_row(tmp_path):
     assert again.returncode == 0 and f"Flag sets from {tmp_path / 'mlp_flags.csv'}" in again.stdout
 
 
-def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path):
-    """A curated set IREE no longer knows would be a compile failure on every model."""
+@pytest.mark.parametrize("cpu, triple", [("host", None), ("haswell", None),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path, cpu, triple):
+    """A curated set IREE no longer knows, or one that breaks on a SIMD family (cross-compiled),
+    would be a compile failure on every model there."""
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
     from iree_dispatch_profiler.tuning import flags
-    target = resolve_target(tools, Target(cpu="host"))
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     assert {f.needs for f in flags.relevant(flags.CURATED, {"contraction"})} == {"", "contraction"}
     for flag_set in flags.CURATED:
         result = run(compile_command(tools, target, DATA / "multi_op.mlir",

@@ -387,18 +387,26 @@ class ModelResult:
 def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
                ) -> tuple[dict[str, Outcome], dict[str, Benchmark]]:
     """The whole model's builds, and IREE's data tiling beside them, in interleaved rounds
-    against IREE's default."""
+    against IREE's default. A vmfb shared by two names (data tiling chosen as the flags) is
+    timed once and reported under both."""
     tiling = tuner.data_tiling_build()
     builds = {DEFAULT: tuner.iree_default, **builds}
     if not tiling.reason:
         builds["data_tiling"] = tiling
     tuner.focus = ()  # the whole model's dispatches now
-    benches = {name: tuner.benchmark(build, tuner.function) for name, build in builds.items()}
+    first = {}  # vmfb -> the first name it is timed under
+    for name, build in builds.items():
+        first.setdefault(build.vmfb, name)
+    benches = {name: tuner.benchmark(build, tuner.function) for name, build in builds.items()
+               if first[build.vmfb] == name}
     start = time.perf_counter()
     measured = measure([Candidate(n, b.sample) for n, b in benches.items()], DEFAULT,
                        Protocol(time_budget=seconds))
     tuner.log.phase("model", time.perf_counter() - start)
-    return measured.outcomes, benches
+    outcomes = dict(measured.outcomes)
+    for name, build in builds.items():
+        outcomes[name], benches[name] = outcomes[first[build.vmfb]], benches[first[build.vmfb]]
+    return outcomes, benches
 
 
 def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, flags: FlagSet | None,
