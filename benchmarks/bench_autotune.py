@@ -70,7 +70,7 @@ def main() -> int:
                 print(f"{name} {label}: {result.failure('iree-compile', 600)}")
                 continue
             bench = Benchmark(tools, vmfb, "main", "local-task",
-                              [f"@{work / 'a.npy'}", f"@{work / 'b.npy'}"], dispatch_statistics=True)
+                              [f"@{work / 'a.npy'}", f"@{work / 'b.npy'}"])
             candidates.append(Candidate(label, bench.sample))
         measured = measure(candidates, "numpy", Protocol(time_budget=args.seconds))
         cells, best = [], 0.0

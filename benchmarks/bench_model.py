@@ -26,7 +26,7 @@ from common import ROOT
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.iree import iree_jobs, modules
-from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, run_module
+from iree_dispatch_profiler.iree.launchers import INVOCATION, Benchmark, IreeTools, run_module
 from iree_dispatch_profiler.sweep.baselines import timed_calls
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.verification import agreement
@@ -77,7 +77,7 @@ def side_by_side(name: str, work: Path, seconds: float) -> dict:
     for label, file in BUILDS.items():
         if (work / file).is_file():
             bench = Benchmark(tools, work / file, signature.name, "local-task",
-                              [f"@{p}" for p in paths], timeout=600)
+                              [f"@{p}" for p in paths], timeout=600, source=INVOCATION)
             candidates.append(Candidate(label, bench.sample))
     call = torch_eager(name, inputs)
     if call is not None:

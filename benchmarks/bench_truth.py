@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""How far the numbers can be trusted, measured in one run on this machine:
-(a) five independent profiler runs of one operation's sweep: spread of each configuration's
-    speedup over default and of its median, the old protocol (each configuration alone, five
-    repetitions, invocation time for large ops) beside the new one (interleaved rounds);
-(b) A/A comparisons (the same vmfb twice): how many are called significant;
+"""How far the numbers can be trusted, for each timing source side by side, measured in one
+run on this machine:
+(a) five independent profiler runs of the seed's sweep (matmul 768x512x1024 f32): each
+    configuration's speedup over default, its spread across the runs, how often another run's
+    speedup falls inside a run's 95% interval, and the profiler's wall time over the timed work;
+(b) A/A comparisons (the same vmfb twice, interleaved): how many are called different;
 (c) the profiler's per-dispatch time against iree-benchmark-module --dispatch_statistics;
 (d) the profiler's numpy row against a bare `a @ b` in this process."""
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pandas as pd
 from common import script
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, run
+from iree_dispatch_profiler.iree.launchers import IreeTools, run
+from iree_dispatch_profiler.iree.timers import TIMING_SOURCES, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
@@ -35,22 +37,6 @@ def spread(values) -> float:
     return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else np.nan
 
 
-def old_protocol(manifest: Manifest, tools: IreeTools, repeat_one: bool) -> dict[str, float]:
-    """Each configuration alone, five 0.1 s repetitions back to back, then the next one; the
-    invocation of a large op timed whole (repeat count 1)."""
-    medians = {}
-    for dispatch in manifest.dispatches:
-        paths = manifest.paths(dispatch)
-        cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
-        vmfb = paths.verify_vmfb if repeat_one else paths.profile_vmfb
-        repeats = 1 if repeat_one else CompileRecord.load(paths.compile_record).repeat_count
-        bench = Benchmark(tools, vmfb, dispatch.name, "local-task",
-                          [b.flag for b in cache.ensure_inputs()], repeats)
-        medians[dispatch.configuration.name] = statistics.median(
-            bench.sample(0.1).ms for _ in range(5))
-    return medians
-
-
 def sweep(work: Path) -> Manifest:
     """The seed operation's configurations, generated and compiled once (later: up to date)."""
     m, n, k = SHAPE
@@ -60,53 +46,72 @@ def sweep(work: Path) -> Manifest:
     return Manifest.load(work)
 
 
-def part_a(work: Path, tools: IreeTools, runs: int) -> None:
+def part_a(work: Path, sources: list[str], runs: int) -> None:
     m, n, k = SHAPE
-    manifest = sweep(work)
-    old, new = [], []
+    sweep(work)
+    print(f"(a) {runs} independent profiler runs of matmul_{m}x{n}x{k}_f32 per timing source "
+          "(runs of the sources alternate); spread = (max - min) / median of a configuration's "
+          "speedup over default")
+    results = {source: [] for source in sources}
+    walls = {source: [] for source in sources}
     for i in range(runs):
-        old.append(old_protocol(manifest, tools, repeat_one=True))
-        csv = work / f"run{i}.csv"
-        script("profiler.py", "--generated-dir", work, "--output", csv)
-        data = pd.read_csv(csv).set_index("Configuration")
-        new.append({c: (data.at[c, "Runtime(ms)"], data.at[c, "speedup"], data.at[c, "precision_reached"])
-                    for c in data.index})
-    print(f"(a) {runs} independent runs of matmul_{m}x{n}x{k}_f32: spread = (max - min) / median")
-    print(f"    {'configuration':<30} {'old speedup':>11} {'new speedup':>11} "
-          f"{'old median':>10} {'new median':>10}  new speedups")
-    worst = {"old": 0.0, "new": 0.0}
-    for config in new[0]:
-        if config == "default":
-            old_s = new_s = np.nan
-        else:
-            old_s = spread([r["default"] / r[config] for r in old])
-            new_s = spread([r[config][1] for r in new])
-            worst = {"old": max(worst["old"], old_s), "new": max(worst["new"], new_s)}
-        print(f"    {config:<30} {old_s:>11.1%} {new_s:>11.1%} {spread([r[config] for r in old]):>10.1%} "
-              f"{spread([r[config][0] for r in new]):>10.1%}  "
-              + " ".join(f"{r[config][1]:.3f}" for r in new))
-    print(f"    worst speedup spread: old {worst['old']:.1%}, new {worst['new']:.1%} (target <= 5%)")
+        for source in sources:
+            csv = work / f"run_{source}_{i}.csv"
+            walls[source].append(script("profiler.py", "--generated-dir", work, "--output", csv,
+                                        f"--timing-source={source}"))
+            results[source].append(pd.read_csv(csv).set_index("Configuration"))
+    protocol = Protocol()
+    print(f"    {'source':<20} {'median spread':>13} {'worst spread':>12} {'coverage':>9} "
+          f"{'wall / timed':>12}  worst configuration")
+    for source in sources:
+        frames = results[source]
+        configs = [c for c in frames[0].index if c not in ("default", "numpy")]
+        spreads = {c: spread([f.at[c, "speedup"] for f in frames if c in f.index]) for c in configs}
+        inside = total = 0
+        for c in configs:
+            for a in frames:
+                for b in frames:
+                    if a is not b and c in a.index and c in b.index:
+                        total += 1
+                        inside += a.at[c, "speedup_ci_low"] <= b.at[c, "speedup"] <= a.at[c, "speedup_ci_high"]
+        # timed work: each row's rounds of about seconds_per_sample of computation
+        timed = [f["repetitions"].sum() * protocol.seconds_per_sample for f in frames]
+        overhead = statistics.median(w / t for w, t in zip(walls[source], timed))
+        worst = max(spreads, key=lambda c: spreads[c])
+        print(f"    {source:<20} {statistics.median(spreads.values()):>13.1%} "
+              f"{spreads[worst]:>12.1%} {inside / total:>9.0%} {overhead:>11.2f}x  {worst}")
+    print("    targets: spread <= 5% for every configuration, coverage >= 80%, wall <= 1.2x timed")
+    for source in sources:
+        print(f"    {source} speedups per configuration, run by run:")
+        for c in results[source][0].index:
+            if c != "default":
+                print(f"      {c:<30} " + " ".join(f"{f.at[c, 'speedup']:.3f}"
+                                                for f in results[source] if c in f.index))
 
 
-def part_b(work: Path, tools: IreeTools, count: int) -> None:
+def part_b(work: Path, sources: list[str], count: int) -> None:
     manifest = sweep(work)
     dispatch = next(d for d in manifest.dispatches if d.configuration.name == "default")
     paths = manifest.paths(dispatch)
     cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
     inputs = [b.flag for b in cache.ensure_inputs()]
     repeats = CompileRecord.load(paths.compile_record).repeat_count
-    significant, ratios = 0, []
-    for _ in range(count):
-        a = Benchmark(tools, paths.profile_vmfb, dispatch.name, "local-task", inputs, repeats)
-        b = Benchmark(tools, paths.profile_vmfb, dispatch.name, "local-task", inputs, repeats)
-        result = measure([Candidate("A", a.sample), Candidate("A'", b.sample)], "A",
-                         Protocol(time_budget=8))
-        ratio = result.outcomes["A'"].speedup
-        ratios.append(ratio)
-        significant += stats.significant(ratio, stats.MIN_EFFECT)
-    print(f"(b) {count} A/A comparisons of {dispatch.name}: {significant} called significant "
-          "(target 0)")
-    print("    speedups: " + " ".join(f"{r.median:.3f}{r.interval('.3f')}" for r in ratios))
+    tools = IreeTools.locate()
+    print(f"(b) {count} A/A comparisons of {dispatch.name} per timing source (target 0 called "
+          "different)")
+    for source in sources:
+        significant, ratios = 0, []
+        with Timers(source, tools, log_dir=work) as timers:
+            for _ in range(count):
+                pair = [timers.benchmark(paths.profile_vmfb, dispatch.name, "local-task", inputs,
+                                         repeats) for _ in range(2)]
+                result = measure([Candidate("A", pair[0].sample), Candidate("A'", pair[1].sample)],
+                                 "A", Protocol(time_budget=5))
+                ratio = result.outcomes["A'"].speedup
+                ratios.append(ratio)
+                significant += stats.significant(ratio, stats.MIN_EFFECT)
+        print(f"    {source:<20} {significant} of {count} called different; speedups "
+              + " ".join(f"{r.median:.3f}" for r in ratios))
 
 
 def part_c(tools: IreeTools, work: Path) -> None:
@@ -175,14 +180,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--aa", type=int, default=20)
     parser.add_argument("--parts", default="abcd")
+    parser.add_argument("--sources", default=",".join(TIMING_SOURCES),
+                        help="timing sources to compare (default: all)")
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_truth_"))
     tools = IreeTools.locate()
+    sources = args.sources.split(",")
     if "a" in args.parts:
-        part_a(work, tools, args.runs)
+        part_a(work, sources, args.runs)
     if "b" in args.parts:
-        part_b(work, tools, args.aa)
+        part_b(work, sources, args.aa)
     if "c" in args.parts:
         part_c(tools, work)
     if "d" in args.parts:

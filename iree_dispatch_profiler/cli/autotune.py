@@ -97,6 +97,7 @@ def parser() -> options.ArgumentParser:
     options.add_compile_cluster(p)
     options.add_profile_on(p, scheduler_too=False)
     options.add_timeouts(p, 300.0, 120.0)
+    options.add_timing_source(p)
     options.add_iree_bin_dir(p)
     options.add_target(p, recorded=False)
     return p
@@ -136,7 +137,7 @@ def settings(args: argparse.Namespace) -> Settings:
                     confirm_seconds=args.confirm_seconds, compile_timeout=args.compile_timeout,
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
                     top=args.top, spec=args.spec, base_flags=args.base_flags,
-                    list_only=args.list)
+                    list_only=args.list, timing_source=args.timing_source)
 
 
 def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:

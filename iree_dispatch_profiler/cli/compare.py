@@ -27,6 +27,7 @@ from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.values import compile_patterns, parse_fraction, parse_positive
 from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.iree.launchers import IreeTools, check_runnable, resolve_target
+from iree_dispatch_profiler.iree.timers import Timers
 from iree_dispatch_profiler.sweep import comparison
 from iree_dispatch_profiler.sweep.comparison import Variant
 from iree_dispatch_profiler.sweep.manifest import Manifest, select
@@ -110,7 +111,7 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     device = options.runtime_device(args, target)
     variants = comparison.module_variants(
         tools, target, device, args.input, signature, args.variant, inputs, run_flags, work,
-        args.compile_timeout, args.run_timeout, args.timing == "dispatches")
+        args.compile_timeout, args.run_timeout, args.timers, args.timing == "invocation")
     references = None
     if args.reference is not None:
         references = comparison.load_references(args.reference)
@@ -125,7 +126,7 @@ def dispatch_variants(args, tools: IreeTools, work: Path) -> Prepared:
     chosen = select(manifest.dispatches, args.dispatch)
     variants, operation, reference = comparison.dispatch_variants(
         tools, manifest, chosen, options.runtime_device(args, manifest.target), work,
-        args.run_timeout, args.timing == "dispatches")
+        args.run_timeout, args.timers, args.timing == "invocation")
     return variants, [f"operation {operation}"], [reference]
 
 
@@ -134,8 +135,9 @@ def compare_variants(args, variants: list[Variant], notes: list[str],
     ready = [v for v in variants if v.benchmark is not None]
     protocol = Protocol(precision=args.precision, time_budget=args.time_budget,
                         min_rounds=args.min_rounds)
+    sources = ", ".join(dict.fromkeys(v.benchmark.source for v in ready))
     print(f"Timing {len(ready)} variants in interleaved rounds (precision {args.precision:.0%}, "
-          f"budget {args.time_budget:g} s)", flush=True)
+          f"budget {args.time_budget:g} s; timing source {sources})", flush=True)
     measured = comparison.measure_variants(variants, protocol)
     report = comparison.build_report(variants, measured, references, args.min_effect)
     for note in notes:
@@ -216,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError(f"cannot create {work}: {error.strerror}") from None
     tools = IreeTools.locate(args.iree_bin_dir)
     prepare = module_variants if args.input is not None else dispatch_variants
-    return compare_variants(args, *prepare(args, tools, work))
+    with Timers(args.timing_source, tools, log_dir=work) as timers:
+        args.timers = timers
+        return compare_variants(args, *prepare(args, tools, work))
 
 
 def run() -> None:

@@ -16,6 +16,7 @@ from iree_dispatch_profiler.core.values import (compile_patterns, parse_fraction
 from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote, connect
 from iree_dispatch_profiler.iree.compile_cache import CompileCache, default_dir
 from iree_dispatch_profiler.iree.launchers import IreeTools
+from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -44,6 +45,15 @@ def add_protocol(parser: argparse.ArgumentParser, precision: float, time_budget:
     parser.add_argument("--time-budget", type=parse_seconds, default=time_budget,
                         metavar="SECONDS", help="seconds of rounds (per operation) before stopping "
                                                 f"short of --precision (default: {time_budget:g})")
+    add_timing_source(parser)
+
+
+def add_timing_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timing-source", choices=list(TIMING_SOURCES), default=DEFAULT_SOURCE,
+                        help="what times each sample: " + "; ".join(
+                            f"{name}: {what}" for name, what in TIMING_SOURCES.items())
+                        + f" (default: {DEFAULT_SOURCE}; where it cannot time a benchmark, the "
+                          "next dispatch source does, and the results say which)")
 
 
 def add_timeouts(parser: argparse.ArgumentParser, compile_seconds: float, run_seconds: float) -> None:

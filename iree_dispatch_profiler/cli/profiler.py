@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         min_rounds=args.benchmark_repetitions)
     profiler = Profiler(manifest, target, tools, machine, options.runtime_device(args, target),
                         protocol, args.verification_enabled, args.profiling_enabled,
-                        args.run_timeout)
+                        args.run_timeout, args.timing_source)
     if not args.dry_run and PROVIDER_IREE in args.providers:
         check_runnable(tools, target, machine.run, machine.name)
 
@@ -136,16 +136,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     progress = Progress(sum(len(q) + (op in numpy_for) for op, q in jobs.items()),
                         "dispatches profiled")
-    for operation, queue in jobs.items():
-        def on_round(measured, name=operation.name):
-            progress.within(f"{name}: round {measured.rounds} (at least {protocol.min_rounds})")
+    try:
+        for operation, queue in jobs.items():
+            def on_round(measured, name=operation.name):
+                progress.within(f"{name}: round {measured.rounds} (at least {protocol.min_rounds})")
 
-        for result in profiler.profile_operation(operation, queue, operation in numpy_for,
-                                                 on_round):
-            results.append(result)
-            report.append(result)
-            progress.message(result.block())
-            progress.advance()
+            for result in profiler.profile_operation(operation, queue, operation in numpy_for,
+                                                     on_round):
+                results.append(result)
+                report.append(result)
+                progress.message(result.block())
+                progress.advance()
+    finally:
+        profiler.close()  # the resident worker, if one was started
     print("-" * 64)
     if results:
         print(summary(results))

@@ -23,6 +23,8 @@ class NumpyKernel:
     """What a numpy user runs for an operation, on arrays already in their own dtype: `a @ b`
     for f32; for f16, bf16 and i8 (no BLAS in numpy) the upcast to f32, then BLAS."""
 
+    source = "in-process"  # timed by perf_counter in this process
+
     def __init__(self, operation, inputs: list[np.ndarray]):
         self.operation = operation
         self.inputs = inputs
@@ -39,14 +41,17 @@ class NumpyKernel:
 
 
 def timed_calls(function, seconds: float) -> Sample:
-    """ms per call of `function`, averaged over calls filling about `seconds`."""
-    runs, start = 0, time.perf_counter()
+    """ms per call of `function`: the median of calls filling about `seconds`, after one
+    untimed call (BLAS threads asleep since the last sample wake up in it)."""
+    function()
+    times, start = [], time.perf_counter()
     while True:
+        before = time.perf_counter()
         function()
-        runs += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return Sample(True, ms=elapsed / runs * 1e3)
+        after = time.perf_counter()
+        times.append((after - before) * 1e3)
+        if after - start >= seconds and len(times) >= 3:
+            return Sample(True, ms=statistics.median(times))
 
 
 def _cache_file() -> Path:

@@ -15,8 +15,9 @@ import pandas as pd
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules
-from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, Benchmark, IreeTools, compile_command,
-                                                   run, run_module)
+from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, IreeTools, compile_command, run,
+                                                   run_module)
+from iree_dispatch_profiler.iree.timers import Timer, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
 from iree_dispatch_profiler.sweep.measurement import Candidate, Measurement, Protocol, measure
@@ -26,7 +27,7 @@ from iree_dispatch_profiler.sweep.verification import ReferenceCache, agreement
 @dataclass
 class Variant:
     name: str
-    benchmark: Benchmark | None = None
+    benchmark: Timer | None = None
     outputs: list[np.ndarray] = field(default_factory=list)
     reason: str = ""  # why it could not be compared
 
@@ -87,7 +88,7 @@ def module_inputs(signature: modules.Signature, given: list[Path] | None, seed: 
 def module_variants(tools: IreeTools, target: Target, device: str, source: Path,
                     signature: modules.Signature, variants: list[tuple[str, str]],
                     inputs: list[str], run_flags: list[str], work: Path, compile_timeout: float,
-                    run_timeout: float, dispatch_statistics: bool) -> list[Variant]:
+                    run_timeout: float, timers: Timers, whole_call: bool) -> list[Variant]:
     """Compile every variant (name, flags or files) and run it once."""
     prepared = []
     for name, value in variants:
@@ -112,9 +113,8 @@ def module_variants(tools: IreeTools, target: Target, device: str, source: Path,
         except ValueError:
             variant.reason = "an output has an unexpected size"
             continue
-        variant.benchmark = Benchmark(tools, vmfb, signature.name, device, inputs,
-                                      flags=run_flags, timeout=run_timeout,
-                                      dispatch_statistics=dispatch_statistics)
+        variant.benchmark = timers.benchmark(vmfb, signature.name, device, inputs, flags=run_flags,
+                                             timeout=run_timeout, whole_call=whole_call)
     return prepared
 
 
@@ -131,8 +131,8 @@ def load_references(paths: list[Path]) -> list[np.ndarray]:
 # --------------------------------------------------------------------------------------------
 # Configurations of a generated operation
 def dispatch_variants(tools: IreeTools, manifest: Manifest, chosen: list[Dispatch], device: str,
-                      work: Path, run_timeout: float,
-                      dispatch_statistics: bool) -> tuple[list[Variant], str, np.ndarray]:
+                      work: Path, run_timeout: float, timers: Timers,
+                      whole_call: bool) -> tuple[list[Variant], str, np.ndarray]:
     """Run each configuration's verify build once (default first: the baseline); also the
     operation's name and its reference output."""
     operations = list(dict.fromkeys(d.operation for d in chosen))
@@ -160,9 +160,9 @@ def dispatch_variants(tools: IreeTools, manifest: Manifest, chosen: list[Dispatc
             variant.reason = ran.reason
             continue
         variant.outputs = [cache.read_result(output).astype(operation.output[1].numpy)]
-        variant.benchmark = Benchmark(tools, paths.profile_vmfb, dispatch.name, device, buffers,
-                                      record.repeat_count, timeout=run_timeout,
-                                      dispatch_statistics=dispatch_statistics)
+        variant.benchmark = timers.benchmark(paths.profile_vmfb, dispatch.name, device, buffers,
+                                             record.repeat_count, timeout=run_timeout,
+                                             whole_call=whole_call)
     return variants, operation.name, cache.expected().astype(operation.output[1].numpy)
 
 
@@ -193,7 +193,8 @@ def build_report(variants: list[Variant], measured: Measurement,
             "name": variant.name, "median_ms": outcome.runtime.median,
             "ci_low_ms": outcome.runtime.low, "ci_high_ms": outcome.runtime.high,
             "cv": outcome.runtime.cv, "rounds": outcome.runtime.n,
-            "precision_reached": outcome.precision_reached})
+            "precision_reached": outcome.precision_reached,
+            "timing_source": variant.benchmark.source})
         if variant is not baseline and outcome.speedup is not None:
             ratio = outcome.speedup
             report["comparisons"].append({

@@ -23,7 +23,7 @@ COLUMNS = [
     "lhs", "rhs", "result", "split_k_mode", "split_k_slices", "bytes", "flops", "Verification",
     "Config applied", "Runtime(ms)", "ci_low", "ci_high", "speedup", "speedup_ci_low",
     "speedup_ci_high", "precision_reached", "drift", "GFLOPs", "GB/s", "cv", "repetitions",
-    "max_abs_error", "Reason", "compile log", "compile time(s)", "compiled on", "compile cache",
+    "timing source", "max_abs_error", "Reason", "compile log", "compile time(s)", "compiled on", "compile cache",
     "vmfb bytes", "target", "vector bytes", "cpu features", "runtime device", "cpu model",
     "threads", "timed on", "compile flags", "IREE version", "timestamp",
 ]
@@ -48,6 +48,7 @@ class PerformanceResult:
     # why the rounds took longer than the budget, samples taken again after a crash
     measurement_note: str = ""
     samples: list[float] = field(default_factory=list)  # ms per round, paired across the operation
+    timing_source: str = ""  # what timed the samples (iree.timers.TIMING_SOURCES, or numpy's)
     max_abs_error: float = math.nan
     reason: str = ""
     target_summary: str = ""  # `llvm-cpu:znver3, x86_64, 32-byte vectors (avx avx2 f16c fma)`
@@ -57,7 +58,9 @@ class PerformanceResult:
     def runtime_ms(self) -> float:
         return self.runtime.median
 
-    def set_timing(self, outcome: Outcome, drift: str, budget_note: str = "") -> None:
+    def set_timing(self, outcome: Outcome, drift: str, budget_note: str = "",
+                   source: str = "") -> None:
+        self.timing_source = source
         if outcome.reason:
             self.reason = outcome.reason
             return
@@ -93,7 +96,7 @@ class PerformanceResult:
             "precision_reached": self.precision_reached, "drift": self.drift,
             "GFLOPs": _round(self.gflops, 3), "GB/s": _round(self.gbps, 3),
             "cv": _round(self.runtime.cv, 4) if self.runtime.n > 1 else math.nan,
-            "repetitions": self.runtime.n,
+            "repetitions": self.runtime.n, "timing source": self.timing_source,
             "max_abs_error": self.max_abs_error,
             "Reason": self.reason,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -122,6 +125,8 @@ class PerformanceResult:
                 f"  {self.runtime.interval()}: not ranked" if self.runtime.n else ""),
             f"GFLOPs        : {_format(self.gflops, '.2f')}",
         ]
+        if self.timing_source:
+            lines.append(f"Timing source : {self.timing_source}")
         if self.speedup is not None:
             lines.append(f"Speedup       : {self.speedup.median:.3f}x {self.speedup.interval()} "
                          "over default, same rounds")

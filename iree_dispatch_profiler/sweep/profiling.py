@@ -7,7 +7,8 @@ from pathlib import Path
 
 from iree_dispatch_profiler.core.library import Target
 from iree_dispatch_profiler.iree.cluster import Here, Remote
-from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, run_module, runtime_threads
+from iree_dispatch_profiler.iree.launchers import IreeTools, run_module, runtime_threads
+from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timers
 from iree_dispatch_profiler.sweep.baselines import NumpyKernel
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
@@ -22,8 +23,10 @@ class Profiler:
     (this one, or a --profile-on worker)."""
 
     def __init__(self, manifest: Manifest, target: Target, tools: IreeTools, machine: Here | Remote,
-                 device: str, protocol: Protocol, verify: bool, profile: bool, run_timeout: float):
+                 device: str, protocol: Protocol, verify: bool, profile: bool, run_timeout: float,
+                 timing_source: str = DEFAULT_SOURCE):
         self.runner = machine.run  # where dispatches run
+        self.timers = Timers(timing_source, tools, machine.run, manifest.root)
         self.manifest = manifest
         self.device = device
         self.tools = tools
@@ -61,18 +64,23 @@ class Profiler:
             result, benchmark = self.prepare(dispatch, cache)
             results.append(result)
             if benchmark is not None:
-                candidates.append(Candidate(result.configuration, benchmark.sample))
+                candidates.append((result.configuration, benchmark))
         if with_numpy:
             result, kernel = self.prepare_numpy(operation, cache)
             results.append(result)
-            candidates.append(Candidate(result.configuration, kernel.sample))
+            candidates.append((result.configuration, kernel))
         if self.profiling_enabled and candidates:
-            measured = measure(candidates, "default", self.protocol, on_round)
+            measured = measure([Candidate(name, timer.sample) for name, timer in candidates],
+                               "default", self.protocol, on_round)
+            sources = dict(candidates)
             for result in results:
                 if result.configuration in measured.outcomes:
                     result.set_timing(measured.outcomes[result.configuration], measured.drift,
-                                      measured.budget_note)
+                                      measured.budget_note, sources[result.configuration].source)
         return results
+
+    def close(self) -> None:
+        self.timers.close()
 
     def prepare_numpy(self, operation, cache: ReferenceCache) -> tuple[PerformanceResult, NumpyKernel]:
         """numpy/OpenBLAS on the same inputs: its own row, verified like a dispatch."""
@@ -86,7 +94,7 @@ class Profiler:
         return result, kernel
 
     def prepare(self, dispatch: Dispatch,
-                cache: ReferenceCache) -> tuple[PerformanceResult, Benchmark | None]:
+                cache: ReferenceCache) -> tuple[PerformanceResult, object | None]:
         """The dispatch's row so far, and its benchmark when it is fit to be timed."""
         result = self.result_for(dispatch.operation, dispatch.configuration.name)
         paths = self.manifest.paths(dispatch)
@@ -113,10 +121,9 @@ class Profiler:
         if not record.profile_built:
             result.reason = "no profile build (compiled with --verify-only)"
             return result, None
-        return result, Benchmark(self.tools, paths.profile_vmfb, dispatch.name, self.device,
-                                 [b.flag for b in inputs], record.repeat_count,
-                                 timeout=self.run_timeout, dispatch_statistics=True,
-                                 runner=self.runner)
+        return result, self.timers.benchmark(paths.profile_vmfb, dispatch.name, self.device,
+                                             [b.flag for b in inputs], record.repeat_count,
+                                             timeout=self.run_timeout)
 
     def verify(self, dispatch: Dispatch, vmfb: Path, cache: ReferenceCache,
                result: PerformanceResult) -> None:

@@ -22,7 +22,8 @@ from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote
 from iree_dispatch_profiler.iree.config_check import configuration_applied
-from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, compile_command, run_module
+from iree_dispatch_profiler.iree.launchers import IreeTools, compile_command, run_module
+from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.verification import agreement
 from iree_dispatch_profiler.tuning import strategies
@@ -62,6 +63,7 @@ class Settings:
     spec: Path | None = None  # --model: check this spec instead of tuning
     base_flags: str | None = None  # --model: tune under these flags instead of searching them
     list_only: bool = False
+    timing_source: str = DEFAULT_SOURCE
 
 
 @dataclass
@@ -103,6 +105,9 @@ class Tuner:
         self.work = s.output.with_name(s.output.stem + "_work")
         self.work.mkdir(parents=True, exist_ok=True)
         self.device, self.run_flags = toolchain.device, toolchain.run_flags
+        # no close needed: the resident worker ends with this process (its stdin closes)
+        self.timers = Timers(s.timing_source, self.tools, machine.run, self.work)
+        self.sources: dict[str, str] = {}  # build name -> the timing source that timed it
         self.signatures = {sig.name: sig for sig in modules.signatures(self.signature_source())}
         self.inputs: dict[str, list[str]] = {}
         self.expected: dict[str, list[np.ndarray]] = {}
@@ -175,10 +180,10 @@ class Tuner:
         except ValueError:
             return [], "an output has an unexpected size"
 
-    def benchmark(self, build: Build, function: str) -> Benchmark:
-        return Benchmark(self.tools, build.vmfb, function, self.device, self.inputs[function],
-                         flags=self.run_flags, timeout=self.s.run_timeout,
-                         dispatch_statistics=True, runner=self.runner)
+    def benchmark(self, build: Build, function: str, per_dispatch: bool = False) -> Timer:
+        return self.timers.benchmark(build.vmfb, function, self.device, self.inputs[function],
+                                     flags=self.run_flags, timeout=self.s.run_timeout,
+                                     per_dispatch=per_dispatch)
 
     def verify(self, build: Build, function: str) -> tuple[str, str, float]:
         """(status, reason, max abs error) of a build's outputs against the default's."""
@@ -195,9 +200,10 @@ class Tuner:
 
     def time(self, builds: list[Build], function: str, seconds: float) -> dict:
         """Interleaved rounds of the default and `builds`: name -> Outcome."""
-        candidates = [Candidate(b.name, self.benchmark(b, function).sample)
-                      for b in [self.default, *builds]]
-        measured = measure(candidates, DEFAULT, Protocol(time_budget=seconds))
+        timers = {b.name: self.benchmark(b, function) for b in [self.default, *builds]}
+        measured = measure([Candidate(name, t.sample) for name, t in timers.items()], DEFAULT,
+                           Protocol(time_budget=seconds))
+        self.sources.update({name: t.source for name, t in timers.items()})
         return measured.outcomes
 
 
@@ -300,7 +306,8 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
             row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
                        ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
                        speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high,
-                       default_ms=default.runtime.median, timed_on=tuner.timed_on)
+                       default_ms=default.runtime.median, timed_on=tuner.timed_on,
+                       timing_source=tuner.sources.get(build.name, ""))
     for build in builds:  # keep the work folder small: vmfbs and dumps are rebuilt when needed
         if build.vmfb is not None:
             build.vmfb.unlink(missing_ok=True)

@@ -86,8 +86,8 @@ class ModelTuner(Tuner):
         spec.write_text(tuning_spec.spec([(op, config)]))
         return self.build(name, None, [*self.base_flags, f"{SPEC_FLAG}={spec}"], config)
 
-    def benchmark(self, build: Build, function: str) -> Benchmark:
-        bench = super().benchmark(build, function)
+    def benchmark(self, build: Build, function: str, per_dispatch: bool = True) -> Benchmark:
+        bench = super().benchmark(build, function, per_dispatch=True)  # attributed per dispatch
         bench.dispatches = self.focus
         return bench
 

@@ -18,7 +18,7 @@ from iree_dispatch_profiler.tuning.space import TILE_KNOBS, Point
 COLUMNS = ["op", "function", "trial", "candidate", *TILE_KNOBS,
            "flags", "status", "reason", "config_applied", "verified", "max_abs_err",
            "median_ms", "ci_low_ms", "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
-           "default_ms", "compile_s", "compiled_on", "timed_on", "strategy"]
+           "default_ms", "compile_s", "compiled_on", "timed_on", "timing_source", "strategy"]
 # status of a trial; only "ok" trials have a speedup
 OK, COMPILE_FAILED, NOT_APPLIED, RUN_FAILED, WRONG, TIMING_FAILED = (
     "ok", "compile-failed", "config-not-applied", "run-failed", "wrong-result", "timing-failed")

@@ -66,7 +66,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
     for warning in s.warnings:
         log(f"warning: {warning}")
     log(f"Tuning {len(chosen)} op(s) of {s.input} for {cpu.summary} with {s.tuner}, "
-        f"{s.n_trial} trials per op, seed {s.seed}")
+        f"{s.n_trial} trials per op, seed {s.seed}; timing source {s.timing_source}")
     for op, space in zip(chosen, spaces):
         log(f"  op {op.index}: {op.name} {op.shape} ({op.types}) in {op.function}: "
             f"{len(space.tiles)} tile configs, {len(space.points) - len(space.tiles)} flag points")

@@ -1,0 +1,101 @@
+"""Every timing source through the one registry (iree.timers), on a real small dispatch: each
+times it, says it did, and falls back where it cannot; the profiler names the source of each
+row in its report block and CSV."""
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from conftest import run_script
+from iree_dispatch_profiler.iree import launchers
+from iree_dispatch_profiler.iree.launchers import (DEVICE_PROFILING, DISPATCH_STATISTICS,
+                                                   Benchmark, ProcessResult, run)
+from iree_dispatch_profiler.iree.resident import RESIDENT
+from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES, Timers
+from iree_dispatch_profiler.sweep.build import CompileRecord
+from iree_dispatch_profiler.sweep.manifest import Manifest
+from iree_dispatch_profiler.sweep.verification import ReferenceCache
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """128^3 f32 at IREE's default: small enough that the vmfb repeats its dispatch."""
+    folder = tmp_path_factory.mktemp("timing")
+    assert run_script("generator.py", "--generated-dir", folder, "--problem-m=128",
+                      "--problem-n=128", "--problem-k=128", "--data-types=f32t_f32t_f32t",
+                      "--dispatches=_default$").returncode == 0
+    assert run_script("compile.py", "--generated-dir", folder).returncode == 0
+    manifest = Manifest.load(folder)
+    dispatch = manifest.dispatches[0]
+    paths = manifest.paths(dispatch)
+    cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
+    repeats = CompileRecord.load(paths.compile_record).repeat_count
+    assert repeats > 1
+    return folder, paths.profile_vmfb, dispatch.name, [b.flag for b in cache.ensure_inputs()], repeats
+
+
+@pytest.mark.parametrize("source", list(TIMING_SOURCES))
+def test_each_timing_source_times_the_dispatch(source, small, tools, tmp_path):
+    _, vmfb, function, inputs, repeats = small
+    with Timers(source, tools, log_dir=tmp_path) as timers:
+        timer = timers.benchmark(vmfb, function, "local-task", inputs, repeats)
+        reference = timers.benchmark(vmfb, function, "local-task", inputs, repeats)
+        reference.source = DISPATCH_STATISTICS
+        pairs = [(timer.sample(0.02), reference.sample(0.02)) for _ in range(3)]
+    assert all(a.ok and b.ok for a, b in pairs), pairs
+    assert timer.source == source
+    # per computation, the repeats divided out: what the sources time differs by the call
+    # around the dispatch, never by the repeat count
+    ratio = sorted(a.ms / b.ms for a, b in pairs)[1]
+    assert 0.3 < ratio < repeats / 2, (source, pairs)
+
+
+def test_device_profiling_counts_each_dispatch_run_of_a_call(small, tools):
+    _, vmfb, function, inputs, repeats = small
+    timer = Benchmark(tools, vmfb, function, "local-task", inputs, repeats, source=DEVICE_PROFILING)
+    assert timer.sample(0.02).ok
+    assert list(timer.calls.values()) == [repeats]  # one call runs the dispatch `repeats` times
+    (calls, ms), = timer.rows[-1].values()
+    assert calls == 1 and ms > 0  # per computation, as --dispatch_statistics reports it
+
+
+def test_sources_fall_back_where_they_cannot_time(small, tools, tmp_path):
+    _, vmfb, function, inputs, repeats = small
+    with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:
+        # runtime flags, or a need for each dispatch's time: the worker cannot give them
+        assert timers.benchmark(vmfb, function, "local-task", inputs, repeats,
+                                flags=["--task_topology_max_group_count=1"]).source == DEVICE_PROFILING
+        assert timers.benchmark(vmfb, function, "local-task", inputs, repeats,
+                                per_dispatch=True).source == DEVICE_PROFILING
+    # no iree-profile in the build, or a remote worker whose profile file is out of reach
+    without = Benchmark(replace(tools, profile=None), vmfb, function, "local-task", inputs, repeats)
+    assert without.source == DISPATCH_STATISTICS and without.sample(0.02).ok
+
+    def elsewhere(command, timeout) -> ProcessResult:
+        return run(command, timeout)
+    remote = Benchmark(tools, vmfb, function, "local-task", inputs, repeats, runner=elsewhere)
+    assert remote.source == DISPATCH_STATISTICS
+
+
+def test_resident_worker_reports_a_bad_module_and_goes_on(small, tools, tmp_path):
+    _, vmfb, function, inputs, repeats = small
+    with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:
+        bad = timers.benchmark(tmp_path / "missing.vmfb", function, "local-task", inputs)
+        good = timers.benchmark(vmfb, function, "local-task", inputs, repeats)
+        failed, timed = bad.sample(0.02), good.sample(0.02)
+    assert not failed.ok and "resident worker" in failed.reason and "\n" not in failed.reason
+    assert timed.ok and timed.ms > 0
+
+
+def test_profiler_names_the_timing_source(small):
+    folder = small[0]
+    for source in (DEFAULT_SOURCE, RESIDENT):
+        csv = folder / f"{source}.csv"
+        done = run_script("profiler.py", "--generated-dir", folder, "--output", csv,
+                          "--time-budget=1", f"--timing-source={source}")
+        assert done.returncode == 0, done.stderr
+        assert f"Timing source : {source}" in done.stdout
+        assert list(pd.read_csv(csv)["timing source"]) == [source]
+    bad = run_script("profiler.py", "--generated-dir", folder, "--timing-source=stopwatch")
+    assert bad.returncode == 2 and "--timing-source" in bad.stderr
+    assert launchers.TIMING_SOURCES.keys() <= TIMING_SOURCES.keys()
