@@ -337,6 +337,8 @@ class Benchmark:
 
     def dispatch_sample(self, rows: dict[str, tuple[float, float]]) -> Sample:
         """The sample of the timed dispatches among one process's `rows`."""
+        if not rows:
+            return Sample(False, "no dispatch ran")
         if self.dispatches:
             if not set(self.dispatches) & set(rows):
                 return Sample(False, f"no dispatch {', '.join(self.dispatches)} ran")
@@ -363,12 +365,17 @@ class Benchmark:
         if isinstance(timed, Sample):
             return timed
         invocation_ms, events = timed
+        if any(len(events.get(name, ())) < calls * iterations for name, calls in self.calls.items()):
+            # IREE 3.13 records some command buffers (an attention dispatch repeated 64 times
+            # in one) only on their first execution: these runs cannot be counted
+            self.source = DISPATCH_STATISTICS
+            return self.sample(seconds)
         self.invocation_ms = invocation_ms
         self.invocations.append(invocation_ms / self.repeats)
         # the first call's runs are the warm-up (first touch, threads starting): dropped
         rows = {name: (calls / self.repeats,
                        statistics.median(events[name][calls:]) * calls / self.repeats)
-                for name, calls in self.calls.items() if len(events.get(name, ())) > calls}
+                for name, calls in self.calls.items()}
         self.rows.append(rows)
         return self.dispatch_sample(rows)
 
