@@ -31,16 +31,17 @@ def small(tmp_path_factory):
     cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
     repeats = CompileRecord.load(paths.compile_record).repeat_count
     assert repeats > 1
-    return folder, paths.profile_vmfb, dispatch.name, [b.flag for b in cache.ensure_inputs()], repeats
+    return (folder, paths.profile_vmfb, dispatch.name, [b.flag for b in cache.ensure_inputs()],
+            repeats, paths.verify_vmfb)
 
 
 @pytest.mark.parametrize("source", list(TIMING_SOURCES))
 def test_each_timing_source_times_the_dispatch(source, small, tools, tmp_path):
-    _, vmfb, function, inputs, repeats = small
+    _, vmfb, function, inputs, repeats, _ = small
     with Timers(source, tools, log_dir=tmp_path) as timers:
         timer = timers.benchmark(vmfb, function, "local-task", inputs, repeats)
-        reference = timers.benchmark(vmfb, function, "local-task", inputs, repeats)
-        reference.source = DISPATCH_STATISTICS
+        reference = Benchmark(tools, vmfb, function, "local-task", inputs, repeats,
+                              source=DISPATCH_STATISTICS)
         pairs = [(timer.sample(0.02), reference.sample(0.02)) for _ in range(3)]
     assert all(a.ok and b.ok for a, b in pairs), pairs
     assert timer.source == source
@@ -50,35 +51,42 @@ def test_each_timing_source_times_the_dispatch(source, small, tools, tmp_path):
     assert 0.3 < ratio < repeats / 2, (source, pairs)
 
 
-def test_device_profiling_counts_each_dispatch_run_of_a_call(small, tools):
-    _, vmfb, function, inputs, repeats = small
+def test_device_profiling_counts_every_run_of_a_repeated_build(small, tools):
+    _, vmfb, function, inputs, repeats, _ = small
     timer = Benchmark(tools, vmfb, function, "local-task", inputs, repeats, source=DEVICE_PROFILING)
-    assert timer.sample(0.02).ok
-    assert list(timer.calls.values()) == [repeats]  # one call runs the dispatch `repeats` times
+    assert timer.sample(0.02).ok and timer.source == DEVICE_PROFILING
+    assert list(timer.runs_per_call.values()) == [repeats]  # a call runs the dispatch R times
     (calls, ms), = timer.rows[-1].values()
     assert calls == 1 and ms > 0  # per computation, as --dispatch_statistics reports it
+    # Google Benchmark counts items: --batch_size=R with Nx is N / R calls, R runs each
+    command = timer.command(0, timer.vmfb.with_suffix(".ireeprof"), calls=3)
+    assert f"--benchmark_min_time={3 * repeats}x" in command
+    assert run(command, 120).ok
+    read = run([str(tools.profile), "dispatch", "--format=jsonl", "--dispatch_events",
+                str(timer.vmfb.with_suffix(".ireeprof"))], 120)
+    assert [len(v) for v in launchers.parse_profile_events(read.stdout).values()] == [3 * repeats]
 
 
 def test_sources_fall_back_where_they_cannot_time(small, tools, tmp_path):
-    _, vmfb, function, inputs, repeats = small
+    _, vmfb, function, inputs, repeats, unrepeated = small
     with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:
         # runtime flags, or a need for each dispatch's time: the worker cannot give them
-        assert timers.benchmark(vmfb, function, "local-task", inputs, repeats,
+        assert timers.benchmark(unrepeated, function, "local-task", inputs,
                                 flags=["--task_topology_max_group_count=1"]).source == DEVICE_PROFILING
-        assert timers.benchmark(vmfb, function, "local-task", inputs, repeats,
+        assert timers.benchmark(unrepeated, function, "local-task", inputs,
                                 per_dispatch=True).source == DEVICE_PROFILING
     # no iree-profile in the build, or a remote worker whose profile file is out of reach
-    without = Benchmark(replace(tools, profile=None), vmfb, function, "local-task", inputs, repeats)
+    without = Benchmark(replace(tools, profile=None), unrepeated, function, "local-task", inputs)
     assert without.source == DISPATCH_STATISTICS and without.sample(0.02).ok
 
     def elsewhere(command, timeout) -> ProcessResult:
         return run(command, timeout)
-    remote = Benchmark(tools, vmfb, function, "local-task", inputs, repeats, runner=elsewhere)
+    remote = Benchmark(tools, unrepeated, function, "local-task", inputs, runner=elsewhere)
     assert remote.source == DISPATCH_STATISTICS
 
 
 def test_resident_worker_reports_a_bad_module_and_goes_on(small, tools, tmp_path):
-    _, vmfb, function, inputs, repeats = small
+    _, vmfb, function, inputs, repeats, _ = small
     with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:
         bad = timers.benchmark(tmp_path / "missing.vmfb", function, "local-task", inputs)
         good = timers.benchmark(vmfb, function, "local-task", inputs, repeats)

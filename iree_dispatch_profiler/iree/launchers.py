@@ -291,7 +291,7 @@ class Benchmark:
     invocation_ms: float = math.nan
     rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
     invocations: list[float] = field(default_factory=list)  # the whole call's ms, per sample
-    calls: dict[str, int] = field(default_factory=dict)  # device profiling: runs per call
+    runs_per_call: dict[str, int] = field(default_factory=dict)  # device profiling, per dispatch
 
     def __post_init__(self) -> None:
         # The profile is read here: a remote worker's file is out of reach.
@@ -300,10 +300,11 @@ class Benchmark:
             self.source = DISPATCH_STATISTICS
 
     def command(self, seconds: float, profile: Path | None = None,
-                iterations: int | None = None) -> list[str]:
-        if iterations is None and self.invocation_ms > 0:
-            iterations = max(1, math.ceil(seconds * 1e3 / self.invocation_ms))
-        time_flag = f"{iterations}x" if iterations else f"{seconds:g}s"
+                calls: int | None = None) -> list[str]:
+        if calls is None and self.invocation_ms > 0:
+            calls = max(1, math.ceil(seconds * 1e3 / self.invocation_ms))
+        # Google Benchmark counts items: with --batch_size=R, N iterations are N / R calls
+        time_flag = f"{calls * self.repeats}x" if calls else f"{seconds:g}s"
         if self.source == DEVICE_PROFILING:
             # no warm-up: every call is in the profile, and the first call's runs are dropped
             source_flags = ["--device_profiling_mode=host-execution",
@@ -351,38 +352,38 @@ class Benchmark:
         alone, which tells how often each dispatch runs per call and how long a call takes."""
         with tempfile.TemporaryDirectory(prefix="idp-profile-") as folder:
             profile = Path(folder) / "sample.ireeprof"
-            if not self.calls:
+            if not self.runs_per_call:
                 calibration = self.profiled_run(1, profile)
                 if isinstance(calibration, Sample):
                     return calibration
                 self.invocation_ms, events = calibration
-                self.calls = {name: len(times) for name, times in events.items()}
-                if not self.calls:  # the tool gave no events: use the next source
+                self.runs_per_call = {name: len(times) for name, times in events.items()}
+                if not self.runs_per_call:  # the tool gave no events: use the next source
                     self.source = DISPATCH_STATISTICS
                     return self.sample(seconds)
-            iterations = max(2, math.ceil(seconds * 1e3 / self.invocation_ms))
-            timed = self.profiled_run(iterations, profile)
+            calls = max(2, math.ceil(seconds * 1e3 / self.invocation_ms))
+            timed = self.profiled_run(calls, profile)
         if isinstance(timed, Sample):
             return timed
         invocation_ms, events = timed
-        if any(len(events.get(name, ())) < calls * iterations for name, calls in self.calls.items()):
-            # IREE 3.13 records some command buffers (an attention dispatch repeated 64 times
-            # in one) only on their first execution: these runs cannot be counted
+        if any(len(events.get(name, ())) < runs * calls
+               for name, runs in self.runs_per_call.items()):
+            # a profile that lost runs cannot be counted: the statistics time this benchmark
             self.source = DISPATCH_STATISTICS
             return self.sample(seconds)
         self.invocation_ms = invocation_ms
         self.invocations.append(invocation_ms / self.repeats)
         # the first call's runs are the warm-up (first touch, threads starting): dropped
-        rows = {name: (calls / self.repeats,
-                       statistics.median(events[name][calls:]) * calls / self.repeats)
-                for name, calls in self.calls.items()}
+        rows = {name: (runs / self.repeats,
+                       statistics.median(events[name][runs:]) * runs / self.repeats)
+                for name, runs in self.runs_per_call.items()}
         self.rows.append(rows)
         return self.dispatch_sample(rows)
 
-    def profiled_run(self, iterations: int, profile: Path
+    def profiled_run(self, calls: int, profile: Path
                      ) -> Sample | tuple[float, dict[str, list[float]]]:
         """(ms per call, each dispatch's run times in ms in start order), or the failure."""
-        result = run(self.command(0, profile, iterations), self.timeout)
+        result = run(self.command(0, profile, calls), self.timeout)
         if not result.ok:
             return Sample(False, result.failure("iree-benchmark-module", self.timeout))
         invocation, _ = parse_benchmark_json(result.stdout)
