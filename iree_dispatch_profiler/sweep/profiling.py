@@ -8,7 +8,7 @@ from pathlib import Path
 from iree_dispatch_profiler.core.library import Target
 from iree_dispatch_profiler.iree.cluster import Here, Remote
 from iree_dispatch_profiler.iree.launchers import IreeTools, run_module, runtime_threads
-from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timers
+from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.baselines import NumpyKernel
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
@@ -94,7 +94,7 @@ class Profiler:
         return result, kernel
 
     def prepare(self, dispatch: Dispatch,
-                cache: ReferenceCache) -> tuple[PerformanceResult, object | None]:
+                cache: ReferenceCache) -> tuple[PerformanceResult, Timer | None]:
         """The dispatch's row so far, and its benchmark when it is fit to be timed."""
         result = self.result_for(dispatch.operation, dispatch.configuration.name)
         paths = self.manifest.paths(dispatch)
