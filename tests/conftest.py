@@ -38,3 +38,18 @@ def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.Comp
 def tools():
     from iree_dispatch_profiler.iree.launchers import IreeTools
     return IreeTools.locate()
+
+
+def default_f32_matmul(folder: Path, m: int, n: int, k: int):
+    """IREE's default for one f32 matmul, generated and compiled in `folder`: its manifest,
+    dispatch, paths and input buffers."""
+    from iree_dispatch_profiler.sweep.manifest import Manifest
+    from iree_dispatch_profiler.sweep.verification import ReferenceCache
+    assert run_script("generator.py", "--generated-dir", folder, f"--problem-m={m}",
+                      f"--problem-n={n}", f"--problem-k={k}", "--data-types=f32t_f32t_f32t",
+                      "--dispatches=_default$").returncode == 0
+    assert run_script("compile.py", "--generated-dir", folder).returncode == 0
+    manifest = Manifest.load(folder)
+    dispatch = manifest.dispatches[0]
+    cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
+    return manifest, dispatch, manifest.paths(dispatch), cache.ensure_inputs()

@@ -6,26 +6,17 @@ import statistics
 
 import pandas as pd
 
-from conftest import run_script
+from conftest import default_f32_matmul, run_script
 from iree_dispatch_profiler.iree.launchers import WARMUP_SECONDS, run
 from iree_dispatch_profiler.sweep.build import CompileRecord
-from iree_dispatch_profiler.sweep.manifest import Manifest
-from iree_dispatch_profiler.sweep.verification import ReferenceCache
 
 
 def test_profiler_time_is_the_dispatch_time(tmp_path, tools):
     # 512^3 f32: one dispatch per invocation (no repeats), whose invocation here costs ~1.35x
     # the dispatch itself.
-    assert run_script("generator.py", "--generated-dir", tmp_path, "--problem-m=512",
-                      "--problem-n=512", "--problem-k=512", "--data-types=f32t_f32t_f32t",
-                      "--dispatches=_default$").returncode == 0
-    assert run_script("compile.py", "--generated-dir", tmp_path).returncode == 0
-    manifest = Manifest.load(tmp_path)
-    dispatch = manifest.dispatches[0]
-    paths = manifest.paths(dispatch)
+    manifest, dispatch, paths, buffers = default_f32_matmul(tmp_path, 512, 512, 512)
     assert CompileRecord.load(paths.compile_record).repeat_count == 1
-    inputs = [f"--input={b.flag}" for b in
-              ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation).ensure_inputs()]
+    inputs = [f"--input={b.flag}" for b in buffers]
     ours, direct = [], []
     for i in range(5):  # alternate, so that both see the same machine states
         csv = tmp_path / f"run{i}.csv"

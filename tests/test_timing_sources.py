@@ -6,33 +6,23 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from conftest import run_script
+from conftest import default_f32_matmul, run_script
 from iree_dispatch_profiler.iree import launchers
 from iree_dispatch_profiler.iree.launchers import (DEVICE_PROFILING, DISPATCH_STATISTICS,
                                                    Benchmark, ProcessResult, run)
 from iree_dispatch_profiler.iree.resident import RESIDENT
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
-from iree_dispatch_profiler.sweep.manifest import Manifest
-from iree_dispatch_profiler.sweep.verification import ReferenceCache
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """128^3 f32 at IREE's default: small enough that the vmfb repeats its dispatch."""
     folder = tmp_path_factory.mktemp("timing")
-    assert run_script("generator.py", "--generated-dir", folder, "--problem-m=128",
-                      "--problem-n=128", "--problem-k=128", "--data-types=f32t_f32t_f32t",
-                      "--dispatches=_default$").returncode == 0
-    assert run_script("compile.py", "--generated-dir", folder).returncode == 0
-    manifest = Manifest.load(folder)
-    dispatch = manifest.dispatches[0]
-    paths = manifest.paths(dispatch)
-    cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
+    _, dispatch, paths, buffers = default_f32_matmul(folder, 128, 128, 128)
     repeats = CompileRecord.load(paths.compile_record).repeat_count
     assert repeats > 1
-    return (folder, paths.profile_vmfb, dispatch.name, [b.flag for b in cache.ensure_inputs()],
-            repeats, paths.verify_vmfb)
+    return folder, paths.profile_vmfb, dispatch.name, [b.flag for b in buffers], repeats, paths.verify_vmfb
 
 
 @pytest.mark.parametrize("source", list(TIMING_SOURCES))
