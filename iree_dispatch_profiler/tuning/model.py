@@ -130,7 +130,7 @@ def run_model(s: Settings, toolchain: Toolchain) -> int:
     function = modules.find_function(lowered, s.function, shown=str(s.input)).name
     cpu = toolchain.target.resolved_cpu()
     log = Log(s.output.with_suffix(".log"))
-    log(f"Model {s.input}, function {function}, for {cpu.summary}")
+    log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
     tuner = ModelTuner(s, toolchain, log, lowered, function)
     return tune(tuner, cpu)
 
