@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import selectors
 import statistics
 import subprocess
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iree_dispatch_profiler.iree.launchers import Sample
+from iree_dispatch_profiler.iree.modules import ELEMENT_TYPES
 
 RESIDENT = "resident"
 DESCRIPTION = ("IREE's Python runtime in one long-running worker process: the median time of "
@@ -123,7 +123,6 @@ class ResidentBenchmark:
 # The worker.
 def _array(value: str):
     """An --input= value as numpy: `@x.npy`, or `2x3xf32=@x.bin` (raw little-endian)."""
-    import ml_dtypes
     import numpy as np
     if value.startswith("@") and value.endswith(".npy"):
         return np.load(value[1:])
@@ -131,11 +130,9 @@ def _array(value: str):
     if not path:
         raise ValueError(f"input {value!r} is neither @FILE.npy nor SHAPExTYPE=@FILE")
     *dims, element = shape_type.split("x")
-    dtypes = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f64": np.float64,
-              "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "ui8": np.uint8}
-    if element not in dtypes:
+    if element not in ELEMENT_TYPES:
         raise ValueError(f"input element type {element} is not supported by the resident worker")
-    return np.fromfile(path, dtype=dtypes[element]).reshape([int(d) for d in dims])
+    return np.fromfile(path, dtype=ELEMENT_TYPES[element]).reshape([int(d) for d in dims])
 
 
 def _serve() -> None:
@@ -168,5 +165,4 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     _serve()
