@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Side by side, in one run on llvm-cpu: IREE default vs best tuning configuration vs numpy
-(OpenBLAS) on real matmul shapes from ../shared/workloads, and compile wall time -j1 vs -jN."""
+"""Side by side, in one run on llvm-cpu: IREE default, data tiling, the best of each family of
+tuning configurations (tiles, tiles with cache levels, data-tiled) and numpy (OpenBLAS) on real
+matmul shapes from ../shared/workloads and a 4096 square, and compile wall time -j1 vs -jN."""
 from __future__ import annotations
 
 import csv
@@ -10,7 +11,8 @@ from common import WORKLOADS, compile_and_profile, parse_args, print_table, scri
 
 
 def workload_shapes() -> list[tuple[int, int, int]]:
-    """One mmperf square, one DeepBench training GEMM, two SDXL UNet mms."""
+    """One mmperf square, one DeepBench training GEMM, two SDXL UNet mms, the UNet's two largest
+    f32 GEMMs (a feed-forward layer's up and down projections) and a 4096 square."""
     def rows(name):
         with open(WORKLOADS / name, newline="") as handle:
             return list(csv.DictReader(handle))
@@ -19,8 +21,11 @@ def workload_shapes() -> list[tuple[int, int, int]]:
     deepbench = next(r for r in rows("deepbench_gemm.csv")
                      if (r["m"], r["n"], r["k"], r["transA"], r["transB"]) == ("1760", "128", "1760", "0", "0"))
     sdxl = rows("sdxl_unet_mm_shapes.csv")
+    feed_forward = [r for r in sdxl if r["dtype"] == "f32" and (r["N"], r["K"]) in
+                    (("10240", "1280"), ("1280", "5120"))]
     return [(int(r[m]), int(r[n]), int(r[k])) for r, (m, n, k) in
-            [(mmperf, "mnk"), (deepbench, "mnk"), (sdxl[0], "MNK"), (sdxl[2], "MNK")]]
+            [(mmperf, "mnk"), (deepbench, "mnk"), (sdxl[0], "MNK"), (sdxl[2], "MNK"),
+             *((r, "MNK") for r in feed_forward)]] + [(4096, 4096, 4096)]
 
 
 def main() -> None:

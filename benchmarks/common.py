@@ -47,29 +47,39 @@ def compile_and_profile(work: Path, repetitions: int) -> tuple[pd.DataFrame, flo
     return pd.read_csv(output), serial, parallel
 
 
+def _families(configurations: pd.Index) -> dict[str, pd.Series]:
+    """Which configurations each table column takes its best from."""
+    names = configurations.to_series()
+    cached = names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+")
+    return {"tiles": names.str.startswith("tile_config_") & ~cached, "cache": cached,
+            "dt-tiles": names.str.startswith("data_tiling_")}
+
+
 def print_table(data: pd.DataFrame, repetitions: int) -> None:
-    """GFLOP/s of IREE default, data tiling, best tile config and numpy per operation, with ratios."""
+    """GFLOP/s per operation of IREE default, data tiling, the best of each family of tuning
+    configurations (plain tiles, tiles with cache levels, data-tiled), numpy, and ratios."""
     first = data[data["Provider"] == "IREE Codegen"].iloc[0]
     # Figures from different machines must never be mixed up: say which CPU these are for.
     print(f"{first['target']} ({int(first['vector bytes'])}-byte vectors) on {first['cpu model']}, "
           f"{first['threads']} threads, IREE {first['IREE version']}, numpy {np.__version__}")
     print(f"cpu features: {first['cpu features']}")
     width = max(len(o) for o in data["Operation"])
-    header = (f"{'operation':{width}} {'default':>8} {'dt+ukr':>7} {'tiles':>7} {'numpy':>7} "
-              f"{'tiles/def':>9} {'best/def':>8} {'best/numpy':>10}  best configuration")
+    header = (f"{'operation':{width}} {'default':>8} {'dt+ukr':>7} {'tiles':>7} {'cache':>7} "
+              f"{'dt-tiles':>8} {'numpy':>7} {'best/def':>8} {'best/numpy':>10}  best configuration")
     print(header + "\n" + "-" * len(header))
     for operation, rows in data.groupby("Operation", sort=False):
         ok = rows[(rows["Verification"] == "SUCCESS") & (rows["GFLOPs"] > 0)
                   & (rows["Config applied"] != "no")].set_index("Configuration")
         iree = ok[ok["Provider"] == "IREE Codegen"]["GFLOPs"]
-        tiles = iree[iree.index.str.startswith("tile_config_")]
+        best_of = {name: iree[chosen].max() if chosen.any() else np.nan
+                   for name, chosen in _families(iree.index).items()}
         default = iree.get("default", np.nan)
         numpy = ok["GFLOPs"].get("numpy", np.nan)
         best = iree.max() if len(iree) else np.nan
         print(f"{operation:{width}} {default:8.1f} {iree.get('default_data_tiling', np.nan):7.1f} "
-              f"{tiles.max() if len(tiles) else np.nan:7.1f} {numpy:7.1f} "
-              f"{(tiles.max() if len(tiles) else np.nan) / default:9.2f} {best / default:8.2f} "
-              f"{best / numpy:10.2f}  {iree.idxmax() if len(iree) else 'none'}")
+              f"{best_of['tiles']:7.1f} {best_of['cache']:7.1f} {best_of['dt-tiles']:8.1f} {numpy:7.1f} "
+              f"{best / default:8.2f} {best / numpy:10.2f}  {iree.idxmax() if len(iree) else 'none'}")
     bad = int((data["Verification"] != "SUCCESS").sum())
-    print(f"(GFLOP/s, median of >= {repetitions} interleaved rounds; dt+ukr = default_data_tiling; rows not verified "
-          f"SUCCESS: {bad} of {len(data)})")
+    print(f"(GFLOP/s, median of >= {repetitions} interleaved rounds; dt+ukr = default_data_tiling; "
+          "tiles / cache / dt-tiles: the best tile config without and with cache levels, and the "
+          f"best data-tiled config; rows not verified SUCCESS: {bad} of {len(data)})")

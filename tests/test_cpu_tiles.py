@@ -44,8 +44,13 @@ def test_every_matmul_kind_and_type_gets_at_least_8_legal_configs(cpu, shape):
         op = matmul.MatmulOperation(*shape, TensorDescription(a), TensorDescription(a),
                                     TensorDescription(c), batch=batch, epilogue=epilogue)
         tiled = [cfg for cfg in matmul.tuning_configurations(op, target) if cfg.lowering_config]
-        assert len({cfg.lowering_config for cfg in tiled}) == len(tiled) >= 8, (op.name, cpu.name)
-        assert all(cfg.name.startswith("tile_config_") for cfg in tiled)
+        assert len({(cfg.lowering_config, cfg.flags) for cfg in tiled}) == len(tiled) >= 8, (op.name, cpu.name)
+        data_tiled = [cfg for cfg in tiled if cfg.spec_root]
+        assert all(cfg.name.startswith("data_tiling_") for cfg in data_tiled)
+        assert all(cfg.name.startswith("tile_config_") for cfg in tiled if not cfg.spec_root)
+        # data-tiled tile configs: plain large f32 matmuls only, with and without ukernels
+        large = min(shape) >= cpu_tiles.MIN_LARGE_DIMENSION and (a, c) == (F32, F32)
+        assert bool(data_tiled) == (large and not batch and not epilogue), op.name
         for tile in cpu_tiles.matmul_tiles(cpu, *shape, a, c):
             assert cpu_tiles.is_legal_vector_tile(cpu, (tile.vm, tile.vn, tile.vk), c)
             assert tile.dm % tile.vm == 0 and tile.dn % tile.vn == 0
@@ -70,10 +75,54 @@ def test_conv_configs_are_legal_and_at_least_8(cpu, shape):
 
 
 def test_distribution_tiles_follow_the_cache():
-    """A K x dn panel that outgrows L2 loses its rank: the big-K problem gets narrower panels."""
+    """A K x dn panel that outgrows L2 loses its rank: the big-K problem gets narrower panels
+    (among the tiles without cache levels, which bring K's slices into cache themselves)."""
     small_k = cpu_tiles.matmul_tiles(AVX2, 1024, 1024, 256, F32, F32)
-    big_k = cpu_tiles.matmul_tiles(AVX2, 1024, 1024, 8192, F32, F32)
+    big_k = [t for t in cpu_tiles.matmul_tiles(AVX2, 1024, 1024, 8192, F32, F32) if not t.ck]
     assert max(t.dn for t in big_k) < max(t.dn for t in small_k)
+
+
+@pytest.mark.parametrize("cpu", CPUS.values(), ids=CPUS.keys())
+@pytest.mark.parametrize("shape", [(512, 512, 512), (4096, 4096, 4096), (4096, 11008, 4096),
+                                   (2048, 1280, 5120)])
+def test_large_matmuls_get_cache_blocked_tiles_within_the_rules(cpu, shape):
+    m, n, k = shape
+    cached = [t for t in cpu_tiles.matmul_tiles(cpu, m, n, k, F32, F32) if t.ck]
+    assert len(cached) == cpu_tiles.CACHE_TILED
+    for t in cached:
+        # the block's accumulator fill is one vector: IREE's size rule applies to it
+        assert cpu_tiles.is_legal_vector_tile(cpu, (t.cm, t.cn), F32)
+        assert t.dm % t.cm == 0 and t.dn % t.cn == 0 and t.cm % t.vm == 0 and t.cn % t.vn == 0
+        assert t.vk == 1 and t.ck < k
+        # A and B slices of a block stay well inside L2
+        assert (t.cm + t.cn) * t.ck * 4 <= cpu.l2_cache_bytes // 16
+    config = matmul.cpu_configuration(cpu, cached[0], F32)
+    assert "cache_parallel" in config.lowering_config and "cache_reduction" in config.lowering_config
+
+
+def test_cache_levels_start_at_the_large_size():
+    edge = cpu_tiles.MIN_LARGE_DIMENSION
+    assert not any(t.ck for t in cpu_tiles.matmul_tiles(AVX512, edge - 1, edge, edge, F32, F32))
+    assert any(t.ck for t in cpu_tiles.matmul_tiles(AVX512, edge, edge, edge, F32, F32))
+
+
+def test_data_tiled_tiles_use_iree_inner_tiles_and_rank_b_panels_in_l2_first():
+    assert cpu_tiles.mmt4d_inner_tile(AVX512, F32, F32) == (16, 16, 1)
+    assert cpu_tiles.mmt4d_inner_tile(AVX2, F32, F32) == (8, 8, 1)
+    assert cpu_tiles.mmt4d_inner_tile(NEON, F32, F32) == (8, 8, 1)
+    assert cpu_tiles.mmt4d_inner_tile(AVX512, I8, I8) is None
+    for cpu, k in itertools.product(CPUS.values(), (1024, 11008)):
+        tiles = cpu_tiles.mmt4d_tiles(cpu, 4096, 4096, k, F32, F32)
+        assert tiles, cpu.name
+        fits = [t.dn1 * t.n0 * k * 4 <= cpu.l2_cache_bytes // 2 for t in tiles]
+        assert fits == sorted(fits, reverse=True), (cpu.name, k)  # B panels in L2 first
+        assert fits[0] or k == 11008  # a 16 x 11008 f32 panel outgrows half of 1 MiB
+        for t in tiles:
+            assert (4096 // t.m0) % t.dm1 == 0 and t.dm1 > t.dn1
+    config = cpu_tiles.mmt4d_configuration(cpu_tiles.mmt4d_tiles(AVX512, 4096, 4096, 4096, F32, F32)[0], True)
+    assert config.spec_root == "linalg.mmt4d" and config.source_compilation_info is None
+    assert "--iree-llvmcpu-enable-ukernels=all" in config.flags
+    assert config.name == "data_tiling_512x16_16x16x1_ukernels"
 
 
 def test_what_a_machine_can_run():

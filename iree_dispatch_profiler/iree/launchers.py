@@ -104,20 +104,28 @@ def resolve_cpu_target(tools: IreeTools, target: Target, runner: Runner | None =
     host = target.cpu == "host" and not target.target_triple and runner in (None, run)
     return CpuTarget(values["name"], values["features"], target.target_triple, arch,
                      int(values["native_vector_bytes"]),
-                     host_l2_cache_bytes() if host else cpu_tiles.DEFAULT_L2_CACHE_BYTES)
+                     (host and host_cache_bytes(2)) or cpu_tiles.DEFAULT_L2_CACHE_BYTES,
+                     (host and host_cache_bytes(3)) or cpu_tiles.DEFAULT_L3_CACHE_BYTES)
 
 
-def host_l2_cache_bytes() -> int:
-    """This machine's per-core L2 size from sysfs (Linux), else the cross-compiling default."""
+def host_cache_bytes(level: int) -> int:
+    """A core's share of this machine's cache at `level` from sysfs (Linux): its size over the
+    CPUs sharing it. 0 when unreadable (the CPU rules then assume a typical one)."""
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            if (index / "level").read_text().strip() == "2":
-                size = (index / "size").read_text().strip()
-                scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
-                return int(size.rstrip("KMG")) * scale
+            if (index / "level").read_text().strip() != str(level):
+                continue
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = (index / "size").read_text().strip()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+            sharing = sum(len(range(int(a), int(b or a) + 1)) for a, _, b in
+                          (part.partition("-") for part in
+                           (index / "shared_cpu_list").read_text().strip().split(",")))
+            return int(size.rstrip("KMG")) * scale // max(sharing, 1)
         except (OSError, ValueError):
             continue
-    return cpu_tiles.DEFAULT_L2_CACHE_BYTES
+    return 0
 
 
 def resolve_target(tools: IreeTools, target: Target, runner: Runner | None = None) -> Target:

@@ -101,7 +101,7 @@ class AttentionOperation:
         out = tensor_type(*self.output)
         loops = ", ".join(LOOPS)
         maps = ", ".join(f"affine_map<({loops}) -> {m}>" for m in MAPS)
-        attributes = ["compilation_info = #compilation"] if config.compilation_info else []
+        attributes = ["compilation_info = #compilation"] if config.source_compilation_info else []
         return (prologue(config)
                 + f"func.func @{function_name}(%query: {q}, %key: {k}, %value: {v}) -> {out} {{\n"
                 f"  %scale = arith.constant {self.scale!r} : {t.mlir}\n"

@@ -137,7 +137,7 @@ class Conv2dOperation(ConvShape):
                      f"  }} : {in_type} to {padded_type}\n")
             source, in_type = "%padded", padded_type
         attributes = []
-        if config.compilation_info:
+        if config.source_compilation_info:
             attributes.append("compilation_info = #compilation")
         attributes += [f"dilations = dense<[{self.dilation[0]}, {self.dilation[1]}]> : tensor<2xi64>",
                        f"strides = dense<[{self.stride[0]}, {self.stride[1]}]> : tensor<2xi64>"]

@@ -8,11 +8,13 @@ CPU compilation_info (generator, tuner and tuning specs alike) is `configuration
 """
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
-from iree_dispatch_profiler.core.library import CpuTarget, DataType, TuningConfiguration
+from iree_dispatch_profiler.core.library import (EARLY_DATA_TILING, NO_UKERNELS, UKERNELS, CpuTarget,
+                                                 DataType, TuningConfiguration)
 from iree_dispatch_profiler.ops.problems import ConvShape
 
 # IREE's default of --iree-llvmcpu-max-allowed-number-of-native-vectors (LLVMCPU/Passes.cpp).
@@ -20,9 +22,13 @@ MAX_NATIVE_VECTORS = 512
 # Problems smaller than this in some dimension get IREE's defaults only: tiling them is moot.
 MIN_TILED_DIMENSION = 64
 CONFIGS_PER_OPERATION = 10
-# Distribution tiles for targets whose cache we cannot read (cross-compiling): a typical
-# server core's L2 (Skylake-SP, Ice Lake, Neoverse N1/V1).
+# Caches of targets we cannot read (cross-compiling): a typical server core's L2 (Skylake-SP,
+# Ice Lake, Neoverse N1/V1) and its share of L3 (Sapphire Rapids: 1.875 MiB, Zen 3: 4 MiB).
 DEFAULT_L2_CACHE_BYTES = 1 << 20
+DEFAULT_L3_CACHE_BYTES = 2 << 20
+# Problems this large in every dimension also get cache-level and data-tiled configurations;
+# they are where tiles sized for registers and L1 alone fall far behind BLAS.
+MIN_LARGE_DIMENSION = 512
 
 
 def vector_limit_bytes(cpu: CpuTarget) -> int:
@@ -54,8 +60,20 @@ def vector_registers(cpu: CpuTarget) -> int:
     return 16
 
 
+def l3_share_bytes(cpu: CpuTarget) -> int:
+    return cpu.l3_cache_bytes or DEFAULT_L3_CACHE_BYTES
+
+
+def is_large(*dimensions: int) -> bool:
+    return min(dimensions) >= MIN_LARGE_DIMENSION
+
+
 def pow2_ceil(value: int) -> int:
     return 1 << max(0, (value - 1).bit_length())
+
+
+def pow2_floor(value: int) -> int:
+    return 1 << max(0, value.bit_length() - 1)
 
 
 def _select(distribution: list, vector: list, compatible, count: int) -> list:
@@ -75,6 +93,14 @@ class MatmulTile:
     vm: int
     vn: int
     vk: int
+    cm: int = 0  # cache_parallel M x N and cache_reduction K; 0: no cache levels
+    cn: int = 0
+    ck: int = 0
+
+    @property
+    def name(self) -> str:
+        cache = f"_{self.cm}x{self.cn}x{self.ck}" if self.ck else ""
+        return f"tile_config_{self.dm}x{self.dn}{cache}_{self.vm}x{self.vn}x{self.vk}"
 
 
 # Register-blocked vector tiles in units of the accumulator's lanes L: (rows, N in L, K in L).
@@ -118,14 +144,66 @@ def matmul_distribution_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_byte
 
 def matmul_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataType,
                  accumulator: DataType, count: int = CONFIGS_PER_OPERATION) -> list[MatmulTile]:
-    """Up to `count` distinct legal tiles for an M x N x K problem; none below MIN_TILED_DIMENSION."""
+    """Up to `count` distinct legal tiles for an M x N x K problem; none below MIN_TILED_DIMENSION.
+    A large problem gets CACHE_TILED of them with cache levels, the rest without."""
     if min(m, n, k) < MIN_TILED_DIMENSION:
         return []
+    cached = matmul_cache_tiles(cpu, m, n, k, input_type, accumulator, CACHE_TILED) if is_large(m, n, k) else []
     vector = matmul_vector_tiles(cpu, m, n, k, accumulator)
     smallest_vm = min((v[0] for v in vector), default=1)
     distribution = matmul_distribution_tiles(cpu, m, n, k, input_type.bytes, accumulator, smallest_vm)
-    chosen = _select(distribution, vector, lambda d, v: d[0] % v[0] == 0 and d[1] % v[1] == 0, count)
-    return [MatmulTile(*d, *v) for d, v in chosen]
+    chosen = _select(distribution, vector, lambda d, v: d[0] % v[0] == 0 and d[1] % v[1] == 0,
+                     count - len(cached))
+    return cached + [MatmulTile(*d, *v) for d, v in chosen]
+
+
+# Cache levels (DoubleTilingExpert's cache_parallel and cache_reduction): inside a distribution
+# tile, a cm x cn block of C is accumulated over ck-long slices of K, so that the cm x ck slice
+# of A and the ck x cn slice of B stay in cache for every vector tile of the block (GotoBLAS's
+# blocking, without its packing). Measured on 4096^3 f32, AVX-512, 2 MiB L2, 2 cores: IREE's
+# default 3813 ms; distribution 256x256 with 4x64x1 vector tiles 2082 ms without cache levels,
+# 828 ms with 64x64 blocks over 128-long K slices.
+CACHE_TILED = 6
+CACHE_DISTRIBUTION_SIZES = (256, 128)
+CACHE_BLOCKS = ((64, 64), (32, 128), (32, 64), (32, 32))
+# The A and B slices of a block, as fractions of L2. Rows of unpacked operands are a power of two
+# apart and share cache sets, so slices far below L2 do best: with 2 MiB L2, 64 KiB slices took
+# 828 ms, 128 KiB 857 ms, 256 KiB 1441 ms.
+CACHE_SLICE_FRACTIONS = (1 / 32, 1 / 16)
+# Register tiles one K step deep, (rows, N in lanes): the outer-product form that blocked loops
+# feed best (4x64x1 828 ms, 8x32x1 975 ms; IREE's 8x16x16 in the same blocks 1737 ms).
+CACHE_VECTOR_SHAPES = ((4, 4), (8, 2), (4, 2))
+
+
+def matmul_cache_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataType,
+                       accumulator: DataType, count: int) -> list[MatmulTile]:
+    """Up to `count` cache-blocked tiles, best-ranked first. A block's C is one vector when the
+    accumulator's fill is vectorized at the block's size, so it must pass the vector-size rule
+    (measured: 64x256 f32 fails on AVX-512, 64x64 compiles); the distribution tile's whole-K
+    panels of A and B should fit the core's share of L3."""
+    width = lanes(cpu, accumulator)
+    vectors = [(rows, units * width, 1) for rows, units in CACHE_VECTOR_SHAPES
+               if rows * units <= vector_registers(cpu) and rows <= m and units * width <= n]
+    blocks = [(cm, cn) for cm, cn in CACHE_BLOCKS
+              if cm <= m and cn <= n and is_legal_vector_tile(cpu, (cm, cn), accumulator)]
+
+    def distribution_rank(tile):
+        dm, dn = tile
+        panels = (dm + dn) * k * input_type.bytes
+        return (math.ceil(panels / l3_share_bytes(cpu)), math.ceil(m / dm) * math.ceil(n / dn) < 4,
+                -dm * dn)
+
+    distributions = sorted(((dm, dn) for dm in CACHE_DISTRIBUTION_SIZES for dn in CACHE_DISTRIBUTION_SIZES
+                            if dm <= pow2_ceil(m) and dn <= pow2_ceil(n)), key=distribution_rank)
+    ranked = []
+    for (iv, (vm, vn, vk)), (ib, (cm, cn)), (isl, fraction), (idist, (dm, dn)) in itertools.product(
+            enumerate(vectors), enumerate(blocks), enumerate(CACHE_SLICE_FRACTIONS),
+            enumerate(distributions)):
+        ck = pow2_floor(int(cpu.l2_cache_bytes * fraction / ((cm + cn) * input_type.bytes)))
+        if dm % cm or dn % cn or cm % vm or cn % vn or not vk <= ck < k:
+            continue
+        ranked.append((iv + ib + isl + idist, iv, ib, isl, idist, MatmulTile(dm, dn, vm, vn, vk, cm, cn, ck)))
+    return list(dict.fromkeys(tile for *_, tile in sorted(ranked, key=lambda r: r[:5])))[:count]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,17 +305,87 @@ def attention_tiles(cpu: CpuTarget, m: int, n: int, k1: int, k2: int,
 
 
 # ---------------------------------------------------------------------------------------------
-def configuration(name: str, distribution: Sequence[int], vector: Sequence[int],
-                  reduction: Sequence[int], pipeline: str, peel: bool = False) -> TuningConfiguration:
-    """The compilation_info of an llvm-cpu tile config: one entry per loop at each level
-    (distribution, vector_common_parallel, vector_reduction) and the codegen pipeline, with
-    IREE's loop peeling when asked."""
-    def tiles(sizes: Sequence[int]) -> str:
-        return "[" + ", ".join(map(str, sizes)) + "]"
+# Data tiling: IREE packs A and B into M0 x K0 and N0 x K0 tiles and multiplies them with a
+# linalg.mmt4d over (M1, N1, K1, M0, N0, K0) (Mmt4dTilingExpert), whose config sets how many
+# outer tiles one workgroup takes. IREE's own choice keeps every workgroup's panels under
+# --iree-llvmcpu-matmul-tile-bytes, which for a long K is one 16x16 tile: each workgroup streams
+# two whole-K panels from memory.
+@dataclass(frozen=True)
+class Mmt4dTile:
+    dm1: int  # outer tiles of M and N per workgroup
+    dn1: int
+    m0: int  # IREE's inner tile for the target
+    n0: int
+    k0: int
 
-    lowering = (f"#iree_cpu.lowering_config<distribution = {tiles(distribution)}, "
-                f"vector_common_parallel = {tiles(vector)}, vector_reduction = {tiles(reduction)}>")
+    def name(self, ukernels: bool) -> str:
+        return (f"data_tiling_{self.dm1 * self.m0}x{self.dn1 * self.n0}_{self.m0}x{self.n0}x{self.k0}"
+                + ("_ukernels" if ukernels else ""))
+
+
+def mmt4d_inner_tile(cpu: CpuTarget, lhs: DataType, rhs: DataType) -> tuple[int, int, int] | None:
+    """IREE's (M0, N0, K0) for a wide f32 matmul (enumerateMatmulTileX86_64 / Arm64 in
+    Codegen/ExternalInterfaces/CPUEncodingExternalModels.cpp); None for other element types and
+    architectures, whose data-tiled configs are not verified here."""
+    if not (lhs is rhs is DataType.f32):
+        return None
+    if cpu.arch == "x86_64":
+        if "avx512f" in cpu.enabled_features:
+            return 16, 16, 1
+        return (8, 8, 1) if "avx" in cpu.enabled_features else (8, 4, 1)
+    return (8, 8, 1) if cpu.arch == "aarch64" else None
+
+
+# Outer tiles per workgroup (M1, N1), best-first. Measured on 4096^3 f32 with ukernels (16x16x1
+# inner tiles, 2 MiB L2): IREE's 1x1 1461 ms; 32x1 724, 32x2 722, 16x1 729, 8x2 773, 8x8 881,
+# 2x8 1097: many rows of A against a few columns of B, whose panels stay in L2 while the
+# workgroup walks down A.
+MMT4D_DISTRIBUTIONS = ((32, 1), (16, 1), (32, 2), (8, 2), (64, 1), (16, 2))
+DATA_TILED = 2  # per ukernel choice
+
+
+def mmt4d_tiles(cpu: CpuTarget, m: int, n: int, k: int, lhs: DataType, rhs: DataType,
+                count: int = DATA_TILED) -> list[Mmt4dTile]:
+    """Up to `count` workgroup tiles dividing the outer dimensions (IREE pads to whole inner
+    tiles), giving every core work; those whose B panels (dn1 x N0 x K) fit half the L2 first."""
+    inner = mmt4d_inner_tile(cpu, lhs, rhs)
+    if inner is None or not is_large(m, n, k):
+        return []
+    m0, n0, k0 = inner
+    m1, n1 = math.ceil(m / m0), math.ceil(n / n0)
+    tiles = [Mmt4dTile(dm1, dn1, m0, n0, k0) for dm1, dn1 in MMT4D_DISTRIBUTIONS
+             if m1 % dm1 == 0 and n1 % dn1 == 0 and (m1 // dm1) * (n1 // dn1) >= 4]
+    tiles.sort(key=lambda t: t.dn1 * n0 * k * rhs.bytes > cpu.l2_cache_bytes // 2)  # stable
+    return tiles[:count]
+
+
+# ---------------------------------------------------------------------------------------------
+def _tiles(sizes: Sequence[int]) -> str:
+    return "[" + ", ".join(map(str, sizes)) + "]"
+
+
+def configuration(name: str, distribution: Sequence[int], vector: Sequence[int],
+                  reduction: Sequence[int], pipeline: str, peel: bool = False,
+                  cache_parallel: Sequence[int] = (), cache_reduction: Sequence[int] = ()
+                  ) -> TuningConfiguration:
+    """The compilation_info of an llvm-cpu tile config: one entry per loop at each level
+    (distribution, the cache levels when given, vector_common_parallel, vector_reduction) and
+    the codegen pipeline, with IREE's loop peeling when asked."""
+    levels = [("distribution", distribution), ("cache_parallel", cache_parallel),
+              ("cache_reduction", cache_reduction), ("vector_common_parallel", vector),
+              ("vector_reduction", reduction)]
+    lowering = ("#iree_cpu.lowering_config<"
+                + ", ".join(f"{level} = {_tiles(sizes)}" for level, sizes in levels if sizes) + ">")
     translation = ("#iree_codegen.translation_info<"
                    f"pipeline = #iree_cpu.pipeline<{pipeline}>"
                    + (", {enable_loop_peeling}>" if peel else ">"))
     return TuningConfiguration(name, lowering, translation)
+
+
+def mmt4d_configuration(tile: Mmt4dTile, ukernels: bool) -> TuningConfiguration:
+    """A data-tiled config: early data tiling (with or without ukernels) and a tuning spec that
+    gives the mmt4d its workgroup tile."""
+    config = configuration(tile.name(ukernels), [tile.dm1, tile.dn1, 0, 0, 0, 0],
+                           [1, 1, 0, tile.m0, tile.n0, 0], [0, 0, 1, 0, 0, tile.k0], "Mmt4dTilingExpert")
+    return replace(config, flags=(*EARLY_DATA_TILING, UKERNELS if ukernels else NO_UKERNELS),
+                   spec_root="linalg.mmt4d")

@@ -137,7 +137,7 @@ class MatmulOperation:
         types = [tensor_type(shape, dtype) for shape, dtype in self.inputs]
         out_t = self.result.dtype
         out_type = tensor_type(*self.output)
-        attributes = ["compilation_info = #compilation"] if config.compilation_info else []
+        attributes = ["compilation_info = #compilation"] if config.source_compilation_info else []
         op = "linalg.batch_matmul" if self.batch else "linalg.matmul"
         maps = ""
         if (self.lhs.layout, self.rhs.layout) != (Layout.RowMajor, Layout.RowMajor):
@@ -235,14 +235,18 @@ def tile_list(batch: bool, sizes: list[int], batch_tile: int) -> list[int]:
 
 def cpu_configuration(cpu: CpuTarget, tile: cpu_tiles.MatmulTile, accumulator: DataType,
                       batch: bool = False) -> TuningConfiguration:
-    """A DoubleTilingExpert config: distribution M x N, then vector M x N x K."""
+    """A DoubleTilingExpert config: distribution M x N, the cache levels when the tile has them,
+    then vector M x N x K."""
     if not cpu_tiles.is_legal_vector_tile(cpu, (tile.vm, tile.vn, tile.vk), accumulator):
         raise ValueError(f"vector tile {tile.vm}x{tile.vn}x{tile.vk} of {accumulator.short} reaches "
                          f"IREE's {cpu_tiles.vector_limit_bytes(cpu)}-byte limit on {cpu.name}")
-    return cpu_tiles.configuration(f"tile_config_{tile.dm}x{tile.dn}_{tile.vm}x{tile.vn}x{tile.vk}",
-                                   tile_list(batch, [tile.dm, tile.dn, 0], 1),
+    cache = {}
+    if tile.ck:
+        cache = {"cache_parallel": tile_list(batch, [tile.cm, tile.cn, 0], 1),
+                 "cache_reduction": tile_list(batch, [0, 0, tile.ck], 0)}
+    return cpu_tiles.configuration(tile.name, tile_list(batch, [tile.dm, tile.dn, 0], 1),
                                    tile_list(batch, [tile.vm, tile.vn, 0], 1),
-                                   tile_list(batch, [0, 0, tile.vk], 0), "DoubleTilingExpert")
+                                   tile_list(batch, [0, 0, tile.vk], 0), "DoubleTilingExpert", **cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,8 +312,14 @@ def tuning_configurations(op: MatmulOperation, target: Target) -> list[TuningCon
     if target.device is Device.LLVMCPU:
         cpu = target.resolved_cpu()
         tiles = cpu_tiles.matmul_tiles(cpu, op.m, op.n, op.k, op.lhs.dtype, op.result.dtype)
+        data_tiled = []
+        if op.kind == "matmul":  # batch and fused forms make other ops of the mmt4d
+            data_tiled = [cpu_tiles.mmt4d_configuration(t, ukernels)
+                          for ukernels in (True, False)
+                          for t in cpu_tiles.mmt4d_tiles(cpu, op.m, op.n, op.k, op.lhs.dtype, op.rhs.dtype)]
         return [DEFAULT_CONFIGURATION, DATA_TILING_CONFIGURATION,
-                *(cpu_configuration(cpu, t, op.result.dtype, bool(op.batch)) for t in tiles)]
+                *(cpu_configuration(cpu, t, op.result.dtype, bool(op.batch)) for t in tiles),
+                *data_tiled]
     configs = [DEFAULT_CONFIGURATION]
     if target.device is Device.CUDA:
         if op.lhs.dtype is DataType.f32:

@@ -14,7 +14,7 @@ from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import Device, Target
 from iree_dispatch_profiler.iree.cluster import Builder
 from iree_dispatch_profiler.iree.config_check import configuration_applied
-from iree_dispatch_profiler.iree.launchers import compile_command, compile_flags
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command, compile_flags
 from iree_dispatch_profiler.sweep.manifest import Dispatch, DispatchPaths, Manifest
 
 
@@ -62,6 +62,8 @@ def compile_dispatch(builder: Builder, paths: DispatchPaths, dispatch: Dispatch,
     target, config = builder.target, dispatch.configuration
     repeats = repeat_count(dispatch.operation.flops, target)
     flags = [*dispatch.operation.compile_flags, *config.flags, *extra_flags]
+    if config.spec_root:
+        flags.append(f"{SPEC_FLAG}={paths.spec}")
     verify_flags = [*flags, f"--iree-hal-dump-executable-configurations-to={paths.configs}"]
     verify = compile_command(builder.tools, target, paths.mlir, paths.verify_vmfb, verify_flags)
     previous = CompileRecord.load(paths.compile_record)

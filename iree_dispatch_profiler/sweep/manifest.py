@@ -13,6 +13,7 @@ from typing import Iterable
 
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import Target, TuningConfiguration, UserError
+from iree_dispatch_profiler.ops import mlir_text
 from iree_dispatch_profiler.ops.registry import Operation, operation_from_json
 
 # 2: llvm-cpu targets carry IREE's resolution of the CPU (name, features, vector width).
@@ -51,6 +52,11 @@ class DispatchPaths:
     @property
     def mlir(self) -> Path:
         return self.folder / f"{self.name}.mlir"
+
+    @property
+    def spec(self) -> Path:
+        """The tuning spec of a configuration that a spec attaches (TuningConfiguration.spec_root)."""
+        return self.folder / f"{self.name}_spec.mlir"
 
     @property
     def verify_vmfb(self) -> Path:
@@ -129,10 +135,13 @@ class Manifest:
             log(f"[Generating]: {folder}")
             for dispatch in collection.dispatches:
                 log(f"    Emitting tuning configuration : {dispatch.configuration.name}")
-                text = dispatch.operation.emit_mlir(dispatch.name, dispatch.configuration)
-                path = self.paths(dispatch).mlir
-                if not path.is_file() or path.read_text() != text:  # keeps compiles up to date
-                    write_atomically(path, text)
+                paths = self.paths(dispatch)
+                files = {paths.mlir: dispatch.operation.emit_mlir(dispatch.name, dispatch.configuration)}
+                if dispatch.configuration.spec_root:
+                    files[paths.spec] = mlir_text.configuration_spec(dispatch.configuration)
+                for path, text in files.items():
+                    if not path.is_file() or path.read_text() != text:  # keeps compiles up to date
+                        write_atomically(path, text)
         self.merge(collections)
         self.save()
 

@@ -1,0 +1,64 @@
+"""Large GEMMs: tiles with cache levels and data-tiled configurations (early data tiling, a
+tuning spec that configures the mmt4d) are generated, compiled with their config applied,
+verified and timed on this machine, and applied when cross-compiled for AVX2 and NEON."""
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import FAST, run_script
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
+from iree_dispatch_profiler.ops import cpu_tiles
+
+EDGE = cpu_tiles.MIN_LARGE_DIMENSION  # the smallest large problem: cheap to compile and run
+SHAPE = [f"--problem-m={EDGE}", f"--problem-n={EDGE}", f"--problem-k={EDGE}", "--data-types=f32"]
+OPERATION = f"matmul_{EDGE}x{EDGE}x{EDGE}_f32t_f32t_f32t"
+
+
+@pytest.fixture(scope="module")
+def large_sweep(tmp_path_factory):
+    gen = tmp_path_factory.mktemp("large")
+    assert run_script("generator.py", "--generated-dir", gen, *SHAPE).returncode == 0
+    compiled = run_script("compile.py", "--generated-dir", gen)
+    assert compiled.returncode == 0, compiled.stdout[-2000:]
+    csv = gen / "data.csv"
+    profiled = run_script("profiler.py", "--generated-dir", gen, "--output", csv,
+                          "--providers=iree,numpy", *FAST)
+    return gen, profiled, pd.read_csv(csv)
+
+
+def test_cache_and_data_tiled_configs_verify_and_apply(large_sweep):
+    _, profiled, data = large_sweep
+    assert profiled.returncode == 0, profiled.stdout[-3000:]
+    assert (data["Verification"] == "SUCCESS").all() and (data["Runtime(ms)"] > 0).all()
+    names = data["Configuration"]
+    cached = data[names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+")]
+    data_tiled = data[names.str.startswith("data_tiling_")]
+    assert len(cached) == cpu_tiles.CACHE_TILED
+    assert data_tiled["Configuration"].str.endswith("_ukernels").sum() == len(data_tiled) / 2 > 0
+    assert (pd.concat([cached, data_tiled])["Config applied"] == "yes").all()
+
+
+def test_a_data_tiled_config_is_compiled_with_its_spec(large_sweep):
+    gen = large_sweep[0]
+    folder = gen / "generated/linalg/matmul" / OPERATION
+    record = json.loads(next(folder.glob(f"{OPERATION}_data_tiling_*_ukernels.compile.json")).read_text())
+    spec = next(f for f in record["flags"] if f.startswith(SPEC_FLAG)).split("=", 1)[1]
+    assert spec.endswith("_ukernels_spec.mlir") and '["linalg.mmt4d"]' in open(spec).read()
+    assert "--iree-global-opt-enable-early-materialization" in record["flags"]
+    # the source's matmul carries no config (it would turn data tiling off)
+    source = (folder / f"{record['dispatch']}.mlir").read_text()
+    assert "compilation_info" not in source
+
+
+@pytest.mark.parametrize("cpu, triple", [("haswell", ""), ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_large_configs_apply_when_cross_compiled(tmp_path, cpu, triple):
+    target = [f"--cpu={cpu}"] + ([f"--target-triple={triple}"] if triple else [])
+    assert run_script("generator.py", "--generated-dir", tmp_path, *SHAPE, *target).returncode == 0
+    manifest = json.loads((tmp_path / "generated/manifest.json").read_text())
+    names = [c["name"] for c in manifest["operations"][0]["configurations"]]
+    inner = "8x8x1"  # IREE's f32 inner tile on AVX2 and on NEON
+    assert any(n.startswith("data_tiling_") and inner in n for n in names), names
+    compiled = run_script("compile.py", "--generated-dir", tmp_path, "--verify-only")
+    assert compiled.returncode == 0, compiled.stdout[-2000:]
+    assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied
