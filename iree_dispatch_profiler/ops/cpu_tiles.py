@@ -167,8 +167,8 @@ CACHE_TILED = 6
 CACHE_DISTRIBUTION_SIZES = (256, 128)
 CACHE_BLOCKS = ((64, 64), (32, 128), (32, 64), (32, 32))
 # The A and B slices of a block, as fractions of L2. Rows of unpacked operands are a power of two
-# apart and share cache sets, so slices far below L2 do best: with 2 MiB L2, 64 KiB slices took
-# 828 ms, 128 KiB 857 ms, 256 KiB 1441 ms.
+# apart and share cache sets, so slices far below L2 do best: with 2 MiB L2 and 4x64x1 vector
+# tiles, 64 KiB slices took 828 ms, 128 KiB 857 ms, 192 KiB 1441 ms.
 CACHE_SLICE_FRACTIONS = (1 / 32, 1 / 16)
 # Register tiles one K step deep, (rows, N in lanes): the outer-product form that blocked loops
 # feed best (4x64x1 828 ms, 8x32x1 975 ms; IREE's 8x16x16 in the same blocks 1737 ms).
