@@ -54,6 +54,26 @@ def test_peeled_points_exist_only_where_a_tile_leaves_a_remainder():
         assert translation.endswith("DoubleTilingExpert>, {enable_loop_peeling}>") == bool(p.peel)
 
 
+LARGE = TunableOp(2, "main", "linalg.matmul", "contraction", (4096, 4096, 4096),
+                  (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))),
+                  ("tensor<4096x4096xf32>", "tensor<4096x4096xf32>", "tensor<4096x4096xf32>"), "f32", "f32")
+
+
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_large_contraction_gets_the_generators_cache_blocked_tiles(cpu):
+    space = tuning_space.build(LARGE, cpu, {}, {})
+    cached = [p for p in space.tiles if p.cache_k]
+    generated = cpu_tiles.matmul_cache_tiles(cpu, 4096, 4096, 4096, DataType.f32, DataType.f32, 10 ** 6)
+    assert {(p.tile_m, p.tile_n, p.cache_m, p.cache_n, p.cache_k, p.vector_m, p.vector_n, p.tile_k)
+            for p in cached} == {(t.dm, t.dn, t.cm, t.cn, t.ck, t.vm, t.vn, t.vk) for t in generated}
+    config = tuning_space.configuration(LARGE, cached[0]).lowering_config
+    assert f"cache_reduction = [0, 0, {cached[0].cache_k}]" in config
+    assert f"cache_parallel = [{cached[0].cache_m}, {cached[0].cache_n}, 0]" in config
+    assert not any(p.cache_k for p in tuning_space.build(MATMUL, cpu, {}, {}).tiles)  # 500x384x256
+    only = tuning_space.build(LARGE, cpu, {"cache_k": [cached[0].cache_k]}, {}).tiles
+    assert only and all(p.cache_k == cached[0].cache_k for p in only)
+
+
 def test_user_lists_narrow_the_space():
     space = tuning_space.build(MATMUL, AVX2, {"tile_m": [64], "tile_k": [8, 16]}, {})
     assert {p.tile_m for p in space.points} == {64} and {p.tile_k for p in space.points} <= {8, 16}

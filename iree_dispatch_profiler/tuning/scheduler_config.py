@@ -4,7 +4,8 @@ included: the later wins), with our extra keys. Paths in [Env] are relative to t
     [Env]            iree_bin (optional), input_file, output_file
     [SearchSpace]    tile_m, tile_n, tile_k, block_dim_x/y/z, pipeline_depth (lists);
                      vector_m, vector_n (CPU register block), peel ([0, 1]: loop
-                     peeling), flags (lists of iree-compile flags)
+                     peeling), cache_m, cache_n, cache_k (cache levels of large
+                     contractions; 0: none), flags (lists of iree-compile flags)
     [SearchStrategy] tuner = GridTuner | RandomTuner | XGBoostTuner | TPETuner (or grid, ...),
                      n_trial, early_stop, seed
 """

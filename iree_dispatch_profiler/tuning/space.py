@@ -18,8 +18,11 @@ from iree_dispatch_profiler.tuning import flags as module_flags
 # for attention), tile_k its reduction tile (keys for attention);
 # vector_m/vector_n the register block, derived from the target unless the user lists them;
 # peel (0/1) IREE's loop peeling, which it enables itself for shapes the tiles do not divide:
-# without it the remainders run masked, 3x slower on 500x300x700 (Zen 3).
-TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel")
+# without it the remainders run masked, 3x slower on 500x300x700 (Zen 3);
+# cache_m/cache_n/cache_k the cache levels of a large contraction (cpu_tiles.matmul_cache_tiles;
+# 0: none), where tile_k is the register tile's K step.
+CACHE_KNOBS = ("cache_m", "cache_n", "cache_k")
+TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel", *CACHE_KNOBS)
 DEFAULT_FLAG_POINTS = {"data_tiling": module_flags.DATA_TILING}
 PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert",
              "attention": "LinalgExtTileAndVectorize"}
@@ -43,6 +46,9 @@ class Point:
     vector_m: int = 0
     vector_n: int = 0
     peel: int = 0
+    cache_m: int = 0
+    cache_n: int = 0
+    cache_k: int = 0
     flags_name: str = ""  # a flag point: no compilation_info, extra flags for the whole module
     flags: str = ""
 
@@ -54,7 +60,8 @@ class Point:
     def name(self) -> str:
         if self.is_flags:
             return f"flags_{self.flags_name}"
-        return (f"tile_config_{self.tile_m}x{self.tile_n}_"
+        cache = f"_{self.cache_m}x{self.cache_n}x{self.cache_k}" if self.cache_k else ""
+        return (f"tile_config_{self.tile_m}x{self.tile_n}{cache}_"
                 f"{self.vector_m}x{self.vector_n}x{self.tile_k}" + ("_peel" if self.peel else ""))
 
     def knobs(self) -> dict:
@@ -114,7 +121,8 @@ def features(op: TunableOp, point: Point, l2_cache_bytes: int) -> list[float]:
     return [math.log2(point.tile_m), math.log2(point.tile_n), math.log2(point.tile_k),
             math.log2(point.vector_m), math.log2(point.vector_n), math.log2(workgroups),
             footprint / l2_cache_bytes,
-            float(rows % point.tile_m == 0 and cols % point.tile_n == 0), float(point.peel)]
+            float(rows % point.tile_m == 0 and cols % point.tile_n == 0), float(point.peel),
+            math.log2(point.cache_k) if point.cache_k else 0.0]
 
 
 def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: dict[str, str],
@@ -147,28 +155,51 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
                 and (cpu_tiles.is_legal_attention_tile(cpu, op.size("k1"), vm, vn, vk) if attention
                      else cpu_tiles.is_legal_vector_tile(cpu, (vm, vn, vk), accumulator))):
             points.append(Point(dm, dn, vk, vm, vn, pl))
-    points = list(dict.fromkeys(points))
+    if op.kind == "contraction" and cpu_tiles.is_large(rows, cols, red):
+        points += _cache_points(cpu, rows, cols, red, element(op.input_element), accumulator, lists)
+    # listing a cache knob without 0 keeps only cache-blocked points
+    points = [p for p in dict.fromkeys(points)
+              if all(getattr(p, k) in lists.get(k, [getattr(p, k)]) for k in CACHE_KNOBS)]
     points += [Point(flags_name=name, flags=flags) for name, flags in flag_points.items()]
     return Space(op, cpu, points)
+
+
+def _cache_points(cpu: CpuTarget, rows: int, cols: int, red: int, input_type: DataType,
+                  accumulator: DataType, lists: dict[str, list]) -> list[Point]:
+    """The generator's cache-blocked tiles of a large contraction, as points the user's lists
+    keep (a knob left unlisted keeps all)."""
+    points = []
+    for t in cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=10 ** 6):
+        point = Point(t.dm, t.dn, t.vk, t.vm, t.vn, 0, t.cm, t.cn, t.ck)
+        if all(getattr(point, knob) in lists.get(knob, [getattr(point, knob)]) for knob in TILE_KNOBS):
+            points.append(point)
+    return points
 
 
 def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
     """The llvm-cpu config of a tile point, one entry per loop of the op."""
     rows, cols, red = (op.positions(d) for d in TILED_CLASSES[op.kind])
-    distribution, vector, reduction = [], [], []
+    distribution, vector, reduction, cache_parallel, cache_reduction = [], [], [], [], []
     for loop in range(len(op.loops)):
         if loop in rows or loop in cols:
             inner = loop in (rows[-1], cols[-1])
             distribution.append((point.tile_m if loop in rows else point.tile_n) if inner else 1)
             vector.append((point.vector_m if loop in rows else point.vector_n) if inner else 1)
+            cache_parallel.append((point.cache_m if loop in rows else point.cache_n) if inner else 1)
             reduction.append(0)
+            cache_reduction.append(0)
         elif any(loop in op.positions(d) for d in REDUCTIONS[op.kind]):
             distribution.append(0)
             vector.append(0)
+            cache_parallel.append(0)
             reduction.append(point.tile_k if loop == red[-1] else OTHER_REDUCTION_TILE[op.kind])
+            cache_reduction.append(point.cache_k if loop == red[-1] else OTHER_REDUCTION_TILE[op.kind])
         else:  # batch (and depth): one at a time
             distribution.append(1)
             vector.append(1)
+            cache_parallel.append(1)
             reduction.append(0)
+            cache_reduction.append(0)
+    cache = {"cache_parallel": cache_parallel, "cache_reduction": cache_reduction} if point.cache_k else {}
     return cpu_tiles.configuration(point.name, distribution, vector, reduction,
-                                   PIPELINES[op.kind], bool(point.peel))
+                                   PIPELINES[op.kind], bool(point.peel), **cache)
