@@ -293,10 +293,10 @@ class TuningConfiguration:
 
 
 DEFAULT_CONFIGURATION = TuningConfiguration("default")
-# Data tiling packs operands into cache-friendly tiles and uses IREE's mmt4d microkernels. An
-# attached compilation_info disables it, so it is a flag variant of IREE's own heuristic.
 UKERNELS = "--iree-llvmcpu-enable-ukernels=all"
 NO_UKERNELS = "--iree-llvmcpu-enable-ukernels=none"
+# Data tiling packs operands into cache-friendly tiles and uses IREE's mmt4d microkernels. An
+# attached compilation_info disables it, so it is a flag variant of IREE's own heuristic.
 DATA_TILING_CONFIGURATION = TuningConfiguration(
     "default_data_tiling", flags=("--iree-opt-data-tiling", UKERNELS))
 # Data tiling that turns a matmul into linalg.mmt4d before dispatches form, so that a tuning spec
