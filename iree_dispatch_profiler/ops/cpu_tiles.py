@@ -76,12 +76,13 @@ def pow2_floor(value: int) -> int:
     return 1 << max(0, value.bit_length() - 1)
 
 
-def _select(distribution: list, vector: list, compatible, count: int) -> list:
-    """Pair the ranked distribution and vector tiles, best rank sums first, so that the chosen
-    set mixes both lists instead of exhausting one."""
-    pairs = [(i + j, j, i, d, v) for i, d in enumerate(distribution) for j, v in enumerate(vector)
-             if compatible(d, v)]
-    return [(d, v) for *_, d, v in sorted(pairs, key=lambda p: p[:3])][:count]
+def _select(ranked: Sequence[Sequence], compatible, count: int | None = None) -> list[tuple]:
+    """Combine ranked lists (one choice from each), best rank sums first and ties to the better
+    rank in the later lists, so that the chosen set mixes every list instead of exhausting one.
+    `count` None: all compatible combinations."""
+    combos = [(sum(i for i, _ in picks), tuple(i for i, _ in reversed(picks)), tuple(x for _, x in picks))
+              for picks in itertools.product(*(list(enumerate(r)) for r in ranked))]
+    return [choice for *_, choice in sorted(c for c in combos if compatible(*c[2]))][:count]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +153,7 @@ def matmul_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataType,
     vector = matmul_vector_tiles(cpu, m, n, k, accumulator)
     smallest_vm = min((v[0] for v in vector), default=1)
     distribution = matmul_distribution_tiles(cpu, m, n, k, input_type.bytes, accumulator, smallest_vm)
-    chosen = _select(distribution, vector, lambda d, v: d[0] % v[0] == 0 and d[1] % v[1] == 0,
+    chosen = _select((distribution, vector), lambda d, v: d[0] % v[0] == 0 and d[1] % v[1] == 0,
                      count - len(cached))
     return cached + [MatmulTile(*d, *v) for d, v in chosen]
 
@@ -176,8 +177,8 @@ CACHE_VECTOR_SHAPES = ((4, 4), (8, 2), (4, 2))
 
 
 def matmul_cache_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataType,
-                       accumulator: DataType, count: int) -> list[MatmulTile]:
-    """Up to `count` cache-blocked tiles, best-ranked first. A block's C is one vector when the
+                       accumulator: DataType, count: int | None) -> list[MatmulTile]:
+    """Up to `count` (None: all) cache-blocked tiles, best-ranked first. A block's C is one vector when the
     accumulator's fill is vectorized at the block's size, so it must pass the vector-size rule
     (measured: 64x256 f32 fails on AVX-512, 64x64 compiles); the distribution tile's whole-K
     panels of A and B should fit the core's share of L3."""
@@ -195,15 +196,18 @@ def matmul_cache_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataT
 
     distributions = sorted(((dm, dn) for dm in CACHE_DISTRIBUTION_SIZES for dn in CACHE_DISTRIBUTION_SIZES
                             if dm <= pow2_ceil(m) and dn <= pow2_ceil(n)), key=distribution_rank)
-    ranked = []
-    for (iv, (vm, vn, vk)), (ib, (cm, cn)), (isl, fraction), (idist, (dm, dn)) in itertools.product(
-            enumerate(vectors), enumerate(blocks), enumerate(CACHE_SLICE_FRACTIONS),
-            enumerate(distributions)):
+
+    def tile(distribution, fraction, block, vector) -> MatmulTile:
+        (cm, cn), vm, vn, vk = block, *vector
         ck = pow2_floor(int(cpu.l2_cache_bytes * fraction / ((cm + cn) * input_type.bytes)))
-        if dm % cm or dn % cn or cm % vm or cn % vn or not vk <= ck < k:
-            continue
-        ranked.append((iv + ib + isl + idist, iv, ib, isl, idist, MatmulTile(dm, dn, vm, vn, vk, cm, cn, ck)))
-    return list(dict.fromkeys(tile for *_, tile in sorted(ranked, key=lambda r: r[:5])))[:count]
+        return MatmulTile(*distribution, vm, vn, vk, cm, cn, ck)
+
+    def compatible(*choice) -> bool:
+        t = tile(*choice)
+        return not (t.dm % t.cm or t.dn % t.cn or t.cm % t.vm or t.cn % t.vn) and t.vk <= t.ck < k
+
+    ranked = _select((distributions, CACHE_SLICE_FRACTIONS, blocks, vectors), compatible)
+    return list(dict.fromkeys(tile(*choice) for choice in ranked))[:count]  # tiny L2s repeat a slice
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +253,7 @@ def conv_tiles(cpu: CpuTarget, p: ConvShape, input_type: DataType, accumulator: 
                            for df in (16, 32, 64, 128)
                            if doh <= p.oh and dow <= pow2_ceil(p.ow) and df <= pow2_ceil(p.f)),
                           key=rank)
-    chosen = _select(distribution, list(dict.fromkeys(vector)),
+    chosen = _select((distribution, list(dict.fromkeys(vector))),
                      lambda d, v: d[1] % v[0] == 0 and d[2] % v[1] == 0, count)
     return [ConvTile(*d, *v) for d, v in chosen]
 
@@ -300,7 +304,7 @@ def attention_tiles(cpu: CpuTarget, m: int, n: int, k1: int, k2: int,
     vector = attention_vector_tiles(cpu, m, n, k1, k2)
     distribution = [(dm, dn) for dm in ATTENTION_ROW_TILES if dm <= pow2_ceil(m)
                     for dn in dict.fromkeys((n, 64, 32)) if dn <= n]
-    chosen = _select(distribution, vector, lambda d, v: d[0] % v[0] == 0 and d[1] % v[1] == 0, count)
+    chosen = _select((distribution, vector), lambda d, v: d[0] % v[0] == 0 and d[1] % v[1] == 0, count)
     return [AttentionTile(*d, *v) for d, v in chosen]
 
 

@@ -21,8 +21,8 @@ from iree_dispatch_profiler.tuning import flags as module_flags
 # without it the remainders run masked, 3x slower on 500x300x700 (Zen 3);
 # cache_m/cache_n/cache_k the cache levels of a large contraction (cpu_tiles.matmul_cache_tiles;
 # 0: none), where tile_k is the register tile's K step.
-CACHE_KNOBS = ("cache_m", "cache_n", "cache_k")
-TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel", *CACHE_KNOBS)
+TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel", "cache_m", "cache_n",
+              "cache_k")
 DEFAULT_FLAG_POINTS = {"data_tiling": module_flags.DATA_TILING}
 PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert",
              "attention": "LinalgExtTileAndVectorize"}
@@ -156,24 +156,19 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
                      else cpu_tiles.is_legal_vector_tile(cpu, (vm, vn, vk), accumulator))):
             points.append(Point(dm, dn, vk, vm, vn, pl))
     if op.kind == "contraction" and cpu_tiles.is_large(rows, cols, red):
-        points += _cache_points(cpu, rows, cols, red, element(op.input_element), accumulator, lists)
-    # listing a cache knob without 0 keeps only cache-blocked points
+        points += _cache_points(cpu, rows, cols, red, element(op.input_element), accumulator)
+    # a knob left unlisted keeps all; listing a cache knob without 0 keeps only cache-blocked points
     points = [p for p in dict.fromkeys(points)
-              if all(getattr(p, k) in lists.get(k, [getattr(p, k)]) for k in CACHE_KNOBS)]
+              if all(getattr(p, k) in lists.get(k, [getattr(p, k)]) for k in TILE_KNOBS)]
     points += [Point(flags_name=name, flags=flags) for name, flags in flag_points.items()]
     return Space(op, cpu, points)
 
 
 def _cache_points(cpu: CpuTarget, rows: int, cols: int, red: int, input_type: DataType,
-                  accumulator: DataType, lists: dict[str, list]) -> list[Point]:
-    """The generator's cache-blocked tiles of a large contraction, as points the user's lists
-    keep (a knob left unlisted keeps all)."""
-    points = []
-    for t in cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=10 ** 6):
-        point = Point(t.dm, t.dn, t.vk, t.vm, t.vn, 0, t.cm, t.cn, t.ck)
-        if all(getattr(point, knob) in lists.get(knob, [getattr(point, knob)]) for knob in TILE_KNOBS):
-            points.append(point)
-    return points
+                  accumulator: DataType) -> list[Point]:
+    """The generator's cache-blocked tiles of a large contraction, as points."""
+    return [Point(t.dm, t.dn, t.vk, t.vm, t.vn, 0, t.cm, t.cn, t.ck)
+            for t in cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=None)]
 
 
 def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
