@@ -62,3 +62,30 @@ def test_large_configs_apply_when_cross_compiled(tmp_path, cpu, triple):
     compiled = run_script("compile.py", "--generated-dir", tmp_path, "--verify-only")
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied
+
+
+def test_the_tuner_tries_data_tiled_configs_and_exports_their_spec_and_flags(tmp_path):
+    """autotune.py on a large matmul: its data-tiled points compile with their flags and a spec
+    for the mmt4d, carry their config, verify, and a winner's spec applies with the flags."""
+    square = f"tensor<{EDGE}x{EDGE}xf32>"
+    (tmp_path / "mm.mlir").write_text(
+        f"func.func @mm(%a: {square}, %b: {square}) -> {square} {{\n"
+        "  %zero = arith.constant 0.0 : f32\n"
+        f"  %init = tensor.empty() : {square}\n"
+        f"  %c = linalg.fill ins(%zero : f32) outs(%init : {square}) -> {square}\n"
+        f"  %r = linalg.matmul ins(%a, %b : {square}, {square}) outs(%c : {square}) -> {square}\n"
+        f"  return %r : {square}\n}}\n")
+    (tmp_path / "dt.cfg").write_text("[Env]\ninput_file = mm.mlir\noutput_file = dt.csv\n"
+                                     "[SearchSpace]\ndata_tiling = [1, 2]\n"
+                                     "[SearchStrategy]\ntuner = grid\nn_trial = 3\n")
+    result = run_script("autotune.py", "--config", tmp_path / "dt.cfg", "--flags=",
+                        "--batch-seconds", "1", "--confirm-seconds", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = pd.read_csv(tmp_path / "dt.csv")
+    assert trials["candidate"].str.startswith("data_tiling_").all() and len(trials) == 3
+    assert trials["candidate"].str.endswith("_ukernels").any()  # the seeds: both ukernel choices
+    assert (trials["config_applied"] == "yes").all() and (trials["verified"] == "yes").all()
+    assert "linalg.mmt4d" in (tmp_path / "dt_tuning_spec.mlir").read_text()
+    assert "--iree-global-opt-enable-early-materialization" in (tmp_path / "dt_spec_flags.txt").read_text()
+    assert "applies to the untouched module: op 0 yes" in result.stdout
+    assert not (tmp_path / "dt_best.mlir").exists()  # no source-attached config to inline

@@ -74,6 +74,32 @@ def test_a_large_contraction_gets_the_generators_cache_blocked_tiles(cpu):
     assert only and all(p.cache_k == cached[0].cache_k for p in only)
 
 
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_large_f32_matmul_gets_the_generators_data_tiled_configs_as_seeds(cpu):
+    space = tuning_space.build(LARGE, cpu, {}, {}, data_tiled=True)
+    tiled = [p for p in space.tiles if p.data_tiling]
+    generated = cpu_tiles.mmt4d_tiles(cpu, 4096, 4096, 4096, DataType.f32, DataType.f32, None)
+    names = {cpu_tiles.mmt4d_configuration(t, u).name for t in generated for u in (False, True)}
+    assert {p.name for p in tiled} == names and len(names) >= 4
+    # the generator's best-ranked tile, without and with ukernels, is tried first
+    first = cpu_tiles.mmt4d_configuration(generated[0], False).name
+    assert [p.name for p in space.seeds] == [first, first + "_ukernels"]
+    point = space.seeds[0]
+    m0, n0, k0 = cpu_tiles.mmt4d_inner_tile(cpu, DataType.f32, DataType.f32)
+    matcher = tuning_space.spec_matchers(LARGE, point)[LARGE.index]
+    assert matcher.op_names == ("linalg.mmt4d",) and [t for _, t in matcher.operand_types] == [
+        f"tensor<{4096 // m0}x{4096 // k0}x{m0}x{k0}xf32>", f"tensor<{4096 // n0}x{4096 // k0}x{n0}x{k0}xf32>",
+        f"tensor<{4096 // m0}x{4096 // n0}x{m0}x{n0}xf32>"]
+    config = tuning_space.configuration(LARGE, point)
+    assert config.spec_root == "linalg.mmt4d" and "--iree-llvmcpu-enable-ukernels=none" in config.flags
+    # the model tuner's spaces, a small matmul and a batched or f16 one have none
+    assert not any(p.data_tiling for p in tuning_space.build(LARGE, cpu, {}, {}).tiles)
+    for op in (MATMUL, GENERIC):
+        assert not tuning_space.build(op, cpu, {}, {}, data_tiled=True).seeds
+    only = tuning_space.build(LARGE, cpu, {"data_tiling": [2]}, {}, data_tiled=True).tiles
+    assert only and all(p.name.endswith("_ukernels") for p in only)
+
+
 def test_user_lists_narrow_the_space():
     space = tuning_space.build(MATMUL, AVX2, {"tile_m": [64], "tile_k": [8, 16]}, {})
     assert {p.tile_m for p in space.points} == {64} and {p.tile_k for p in space.points} <= {8, 16}

@@ -15,8 +15,9 @@ again together at the end; a config is recommended only when its interval clears
 
 Outputs, named after the output CSV X.csv: X.csv (every trial), X_best.mlir (the module with the
 best tile configs inlined), X_tuning_spec.mlir (the same configs for
---iree-codegen-tuning-spec-path, checked to apply), X_best_flags.txt (when a flag point wins),
-X.log (phase timings) and X_progress.png. Rerunning with the same output resumes.
+--iree-codegen-tuning-spec-path, checked to apply; X_spec_flags.txt holds the data-tiling flags
+a data-tiled config in it needs), X_best_flags.txt (when a flag point wins), X.log (phase
+timings) and X_progress.png. Rerunning with the same output resumes.
 
 With --model, IREE's curated module flags are searched on the whole model first (X_flags.csv),
 the hot dispatches are tuned inside the model under the chosen flags, and the answer is

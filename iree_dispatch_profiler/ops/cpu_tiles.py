@@ -346,10 +346,11 @@ def mmt4d_inner_tile(cpu: CpuTarget, lhs: DataType, rhs: DataType) -> tuple[int,
 # workgroup walks down A.
 MMT4D_DISTRIBUTIONS = ((32, 1), (16, 1), (32, 2), (8, 2), (64, 1), (16, 2))
 DATA_TILED = 2  # per ukernel choice
+MMT4D_OP = "linalg.mmt4d"  # what data tiling makes of a matmul: the op a data-tiled config configures
 
 
 def mmt4d_tiles(cpu: CpuTarget, m: int, n: int, k: int, lhs: DataType, rhs: DataType,
-                count: int = DATA_TILED) -> list[Mmt4dTile]:
+                count: int | None = DATA_TILED) -> list[Mmt4dTile]:
     """Up to `count` workgroup tiles dividing the outer dimensions (IREE pads to whole inner
     tiles), giving every core work; those whose B panels (dn1 x N0 x K) fit half the L2 first."""
     inner = mmt4d_inner_tile(cpu, lhs, rhs)
@@ -392,4 +393,4 @@ def mmt4d_configuration(tile: Mmt4dTile, ukernels: bool) -> TuningConfiguration:
     config = configuration(tile.name(ukernels), [tile.dm1, tile.dn1, 0, 0, 0, 0],
                            [1, 1, 0, tile.m0, tile.n0, 0], [0, 0, 1, 0, 0, tile.k0], "Mmt4dTilingExpert")
     return replace(config, flags=(*EARLY_DATA_TILING, UKERNELS if ukernels else NO_UKERNELS),
-                   spec_root="linalg.mmt4d")
+                   spec_root=MMT4D_OP)

@@ -22,15 +22,16 @@ from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote
 from iree_dispatch_profiler.iree.config_check import configuration_applied
-from iree_dispatch_profiler.iree.launchers import IreeTools, compile_command, run_module
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, IreeTools, compile_command, run_module
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.verification import agreement
+from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning import strategies
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, NOT_APPLIED, OK, RUN_FAILED,
                                                    TIMING_FAILED, WRONG, Log, TrialWriter,
                                                    trial_row)
-from iree_dispatch_profiler.tuning.space import Point, Space, configuration
+from iree_dispatch_profiler.tuning.space import Point, Space, configuration, spec_matchers
 
 DEFAULT = "default"
 
@@ -143,10 +144,15 @@ class Tuner:
         return build
 
     def build_point(self, op, point: Point, name: str) -> Build:
-        """A flag point's module with its flags, or a tile point's config injected into `op`."""
+        """A flag point's module with its flags, a tile point's config injected into `op`, or a
+        data-tiled point's flags with a spec for the mmt4d data tiling makes of `op`."""
         if point.is_flags:
             return self.build(name, None, shlex.split(point.flags))
         config = configuration(op, point)
+        if config.spec_root:
+            spec = self.work / f"{name}_spec.mlir"
+            spec.write_text(tuning_spec.spec([(op, config)], spec_matchers(op, point)))
+            return self.build(name, None, [*config.flags, f"{SPEC_FLAG}={spec}"], config)
         text = tunable.with_configs(self.s.input, {op.index: config.compilation_info})
         return self.build(name, text, [], config)
 
@@ -220,7 +226,6 @@ class OpResult:
 def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialWriter,
            deadline: float) -> list[dict]:
     s, log = tuner.s, tuner.log
-    # Flag points are few and are IREE's own strategies: always tried, in the first batch.
     tiles = space.tiles
     by_name = {p.name: i for i, p in enumerate(tiles)}
     features = np.array([space.features(p) for p in tiles])
@@ -234,14 +239,17 @@ def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialW
     if rows:
         log(f"op {op.index}: resuming after {len(rows)} finished trials")
     done = {r["candidate"] for r in rows}
-    flag_points = [p for p in space.points if p.is_flags and p.name not in done]
+    # Flag points and the space's seeds: always tried, in the first batch.
+    first = [p for p in space.points if p.is_flags and p.name not in done]
+    first += [p for p in space.seeds if p.name not in done]
     best, since_best = max([r["speedup"] for r in rows if r["status"] == OK] or [0.0]), 0
     while len(rows) < s.n_trial and time.perf_counter() < deadline:
         if s.early_stop and since_best >= s.early_stop:
             log(f"op {op.index}: early stop, no better speedup in {s.early_stop} trials")
             break
         size = min(s.batch_size, s.n_trial - len(rows))
-        points, flag_points = flag_points[:size], flag_points[size:]
+        points, first = first[:size], first[size:]
+        strategy.claim([by_name[p.name] for p in points if p.name in by_name])
         points += [tiles[i] for i in strategy.ask(size - len(points))]
         if not points:
             break
@@ -365,7 +373,13 @@ def report(tuner: Tuner, result: OpResult) -> None:
         log(f"  answer: keep {tuner.reference} (no candidate's interval clears it)")
     else:
         speedup = result.confirmed[result.winner].speedup
-        how = (f"its flags for the whole module ({tuner.s.output.stem}_best_flags.txt)"
-               if result.winner.startswith("flags_") else tuner.tile_outputs())
+        stem = tuner.s.output.stem
+        point = next(p for p in result.space.points if p.name == result.winner)
+        if point.is_flags:
+            how = f"its flags for the whole module ({stem}_best_flags.txt)"
+        elif point.data_tiling:
+            how = f"{stem}_tuning_spec.mlir with the flags in {stem}_spec_flags.txt"
+        else:
+            how = tuner.tile_outputs()
         log(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} faster "
             f"than {tuner.reference}; use {how}")

@@ -5,7 +5,8 @@ included: the later wins), with our extra keys. Paths in [Env] are relative to t
     [SearchSpace]    tile_m, tile_n, tile_k, block_dim_x/y/z, pipeline_depth (lists);
                      vector_m, vector_n (CPU register block), peel ([0, 1]: loop
                      peeling), cache_m, cache_n, cache_k (cache levels of large
-                     contractions; 0: none), flags (lists of iree-compile flags)
+                     contractions; 0: none), data_tiling ([0, 1, 2]: off, on, on with
+                     ukernels; large f32 matmuls), flags (lists of iree-compile flags)
     [SearchStrategy] tuner = GridTuner | RandomTuner | XGBoostTuner | TPETuner (or grid, ...),
                      n_trial, early_stop, seed
 """
@@ -29,6 +30,8 @@ SECTIONS = {
     "SearchStrategy": ("tuner", "n_trial", "early_stop", "seed"),
 }
 MAX_THREADS = 1024
+CHOICES = {"peel": (0, 1), "data_tiling": (0, 1, 2)}
+ZERO_MEANS_NONE = ("cache_m", "cache_n", "cache_k")
 
 
 @dataclass
@@ -56,11 +59,13 @@ def _list(key: str, text: str, kind: type) -> list:
         what = "positive integers" if kind is int else "strings"
         raise UserError(f"[SearchSpace] {key} must be a non-empty list of {what}, "
                         f"like [32, 64]; got '{text.strip()}'")
-    if key == "peel":
-        if not set(value) <= {0, 1}:
-            raise UserError(f"[SearchSpace] peel must be [0], [1] or [0, 1]; got '{text.strip()}'")
-    elif kind is int and any(v <= 0 for v in value):
-        raise UserError(f"[SearchSpace] {key} must hold positive integers; got '{text.strip()}'")
+    if key in CHOICES:
+        if not set(value) <= set(CHOICES[key]):
+            raise UserError(f"[SearchSpace] {key} must hold values among {list(CHOICES[key])}; "
+                            f"got '{text.strip()}'")
+    elif kind is int and any(v < (0 if key in ZERO_MEANS_NONE else 1) for v in value):
+        what = "integers >= 0" if key in ZERO_MEANS_NONE else "positive integers"
+        raise UserError(f"[SearchSpace] {key} must hold {what}; got '{text.strip()}'")
     return value
 
 

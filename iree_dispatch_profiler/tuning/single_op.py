@@ -54,7 +54,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
     spaces = []
     for op in chosen:
         space = tuning_space.build(op, cpu, s.lists, tuning_space.DEFAULT_FLAG_POINTS
-                                    if s.flag_points is None else s.flag_points)
+                                    if s.flag_points is None else s.flag_points, data_tiled=True)
         if not space.tiles:
             given = ", ".join(f"{k}={v}" for k, v in s.lists.items()) or "the derived lists"
             raise UserError(f"op {op.index} ({op.name} {op.shape}): no valid tile config in "
@@ -100,23 +100,35 @@ def export(tuner: Tuner, results: list[OpResult]) -> None:
     proven to apply, and X_best_flags.txt when a flag point won."""
     s, log, output = tuner.s, tuner.log, tuner.s.output
     start = time.perf_counter()
-    tuned = [(r.op, tuning_space.configuration(r.op, r.best_tile)) for r in results if r.best_tile]
+    tuned = [(r.op, r.best_tile, tuning_space.configuration(r.op, r.best_tile))
+             for r in results if r.best_tile]
     if tuned:
-        best = output.with_name(output.stem + "_best.mlir")
-        best.write_text(tunable.with_configs(s.input, {op.index: c.compilation_info for op, c in tuned}))
+        attached = {op.index: c.compilation_info for op, _, c in tuned if not c.spec_root}
+        if attached:
+            best = output.with_name(output.stem + "_best.mlir")
+            best.write_text(tunable.with_configs(s.input, attached))
+            log(f"Best module: {best}")
+        # a data-tiled config reaches its mmt4d only under data tiling's flags
+        flags = list(dict.fromkeys(f for _, _, c in tuned for f in c.flags))
+        if flags:
+            path = output.with_name(output.stem + "_spec_flags.txt")
+            path.write_text(" ".join(flags) + "\n")
+            log(f"Flags the tuning spec needs (a data-tiled config): {path} ({' '.join(flags)})")
+        matchers = {}
+        for op, point, _ in tuned:
+            matchers.update(tuning_space.spec_matchers(op, point))
         spec = output.with_name(output.stem + "_tuning_spec.mlir")
-        spec.write_text(tuning_spec.spec(tuned))
-        check = tuner.build("spec_check", None, [f"{SPEC_FLAG}={spec.resolve()}"])
+        spec.write_text(tuning_spec.spec([(op, c) for op, _, c in tuned], matchers))
+        check = tuner.build("spec_check", None, [*flags, f"{SPEC_FLAG}={spec.resolve()}"])
         if check.reason:
             log(f"Tuning spec {spec}: does NOT compile: {check.reason}")
         else:
             dumped = tuner.work / "spec_check_configs"
-            applied = {op.index: configuration_applied(dumped, c) for op, c in tuned}
+            applied = {op.index: configuration_applied(dumped, c) for op, _, c in tuned}
             shown = ", ".join(f"op {i} {a}" for i, a in applied.items())
             log(f"Tuning spec {spec}: applies to the untouched module: {shown}")
             if any(a != "yes" for a in applied.values()):
                 log("  (an op without its config: IREE rewrote it before codegen, e.g. a batch-1 conv)")
-        log(f"Best module: {best}")
     flag_winners = [r for r in results if r.winner.startswith("flags_")]
     if flag_winners:
         point = next(p for p in flag_winners[0].space.points if p.name == flag_winners[0].winner)

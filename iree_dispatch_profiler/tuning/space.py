@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from iree_dispatch_profiler.core.library import CpuTarget, DataType, TuningConfiguration, UserError
 from iree_dispatch_profiler.iree.tunable import TunableOp
-from iree_dispatch_profiler.ops import cpu_tiles
+from iree_dispatch_profiler.ops import cpu_tiles, mlir_text
 from iree_dispatch_profiler.tuning import flags as module_flags
+from iree_dispatch_profiler.tuning.spec import Matcher
 
 # Knobs of a tile point. On llvm-cpu tile_m/tile_n are the distribution tiles of the op's
 # innermost M and N loops (output width and channels for a conv; queries and the value head dim
@@ -20,9 +21,13 @@ from iree_dispatch_profiler.tuning import flags as module_flags
 # peel (0/1) IREE's loop peeling, which it enables itself for shapes the tiles do not divide:
 # without it the remainders run masked, 3x slower on 500x300x700 (Zen 3);
 # cache_m/cache_n/cache_k the cache levels of a large contraction (cpu_tiles.matmul_cache_tiles;
-# 0: none), where tile_k is the register tile's K step.
+# 0: none), where tile_k is the register tile's K step;
+# data_tiling (0: off, 1: on, 2: on with ukernels) makes a point of a large f32 matmul a data-tiled
+# config (cpu_tiles.mmt4d_tiles): tile_m/tile_n its workgroup's rows and columns, vector_m,
+# vector_n and tile_k IREE's inner tile for the target.
 TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel", "cache_m", "cache_n",
-              "cache_k")
+              "cache_k", "data_tiling")
+DATA_TILED_UKERNELS = 2
 DEFAULT_FLAG_POINTS = {"data_tiling": module_flags.DATA_TILING}
 PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert",
              "attention": "LinalgExtTileAndVectorize"}
@@ -49,6 +54,7 @@ class Point:
     cache_m: int = 0
     cache_n: int = 0
     cache_k: int = 0
+    data_tiling: int = 0
     flags_name: str = ""  # a flag point: no compilation_info, extra flags for the whole module
     flags: str = ""
 
@@ -60,9 +66,16 @@ class Point:
     def name(self) -> str:
         if self.is_flags:
             return f"flags_{self.flags_name}"
+        if self.data_tiling:
+            return self.mmt4d_tile.name(self.data_tiling == DATA_TILED_UKERNELS)
         cache = f"_{self.cache_m}x{self.cache_n}x{self.cache_k}" if self.cache_k else ""
         return (f"tile_config_{self.tile_m}x{self.tile_n}{cache}_"
                 f"{self.vector_m}x{self.vector_n}x{self.tile_k}" + ("_peel" if self.peel else ""))
+
+    @property
+    def mmt4d_tile(self) -> cpu_tiles.Mmt4dTile:
+        return cpu_tiles.Mmt4dTile(self.tile_m // self.vector_m, self.tile_n // self.vector_n,
+                                   self.vector_m, self.vector_n, self.tile_k)
 
     def knobs(self) -> dict:
         """A tile point's knob values (none for a flag point)."""
@@ -109,6 +122,17 @@ class Space:
     def tiles(self) -> list[Point]:
         return [p for p in self.points if not p.is_flags]
 
+    @property
+    def seeds(self) -> list[Point]:
+        """Tile points tried first, like flag points: the best-ranked data-tiled config with and
+        without ukernels (one family of a dozen points in hundreds, and on large GEMMs the
+        fastest: a strategy learns of it at once)."""
+        firsts = {}
+        for point in self.tiles:
+            if point.data_tiling:
+                firsts.setdefault(point.data_tiling, point)
+        return list(firsts.values())
+
     def features(self, point: Point) -> list[float]:
         return features(self.op, point, self.cpu.l2_cache_bytes)
 
@@ -122,12 +146,14 @@ def features(op: TunableOp, point: Point, l2_cache_bytes: int) -> list[float]:
             math.log2(point.vector_m), math.log2(point.vector_n), math.log2(workgroups),
             footprint / l2_cache_bytes,
             float(rows % point.tile_m == 0 and cols % point.tile_n == 0), float(point.peel),
-            math.log2(point.cache_k) if point.cache_k else 0.0]
+            math.log2(point.cache_k) if point.cache_k else 0.0, float(point.data_tiling)]
 
 
 def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: dict[str, str],
-          ) -> Space:
-    """Every valid point. `lists` narrows knobs (TILE_KNOBS, values the user gave)."""
+          data_tiled: bool = False) -> Space:
+    """Every valid point. `lists` narrows knobs (TILE_KNOBS, values the user gave). With
+    `data_tiled`, a large f32 matmul gets data-tiled points too (flags for the whole module and a
+    spec for its mmt4d: the single-op tuner's)."""
     rows, cols, red = (op.loops[op.positions(d)[-1]] for d in TILED_CLASSES[op.kind])
     attention = op.kind == "attention"
     accumulator = cpu_tiles.ATTENTION_ACCUMULATOR if attention else element(op.accumulator_element)
@@ -157,6 +183,8 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
             points.append(Point(dm, dn, vk, vm, vn, pl))
     if op.kind == "contraction" and cpu_tiles.is_large(rows, cols, red):
         points += _cache_points(cpu, rows, cols, red, element(op.input_element), accumulator)
+    if data_tiled and is_plain_matmul(op):
+        points += _data_tiled_points(cpu, rows, cols, red, element(op.input_element))
     # a knob left unlisted keeps all; listing a cache knob without 0 keeps only cache-blocked points
     points = [p for p in dict.fromkeys(points)
               if all(getattr(p, k) in lists.get(k, [getattr(p, k)]) for k in TILE_KNOBS)]
@@ -171,8 +199,39 @@ def _cache_points(cpu: CpuTarget, rows: int, cols: int, red: int, input_type: Da
             for t in cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=None)]
 
 
+def is_plain_matmul(op: TunableOp) -> bool:
+    """One M, N and K loop and no batch: what data tiling makes one linalg.mmt4d of."""
+    return (op.kind == "contraction" and not op.positions("batch")
+            and all(len(op.positions(d)) == 1 for d in ("m", "n", "k")))
+
+
+def _data_tiled_points(cpu: CpuTarget, rows: int, cols: int, red: int, input_type: DataType,
+                       ) -> list[Point]:
+    """The generator's data-tiled configs of a large matmul, as points, without and with ukernels."""
+    return [Point(t.dm1 * t.m0, t.dn1 * t.n0, t.k0, t.m0, t.n0, data_tiling=kind)
+            for kind in (1, DATA_TILED_UKERNELS)
+            for t in cpu_tiles.mmt4d_tiles(cpu, rows, cols, red, input_type, input_type, count=None)]
+
+
+def spec_matchers(op: TunableOp, point: Point) -> dict[int, Matcher]:
+    """What a spec for `point` matches instead of `op` itself: for a data-tiled point, the mmt4d
+    that data tiling makes of it, by its types (operands padded to whole inner tiles)."""
+    if not point.data_tiling:
+        return {}
+    tile, dtype = point.mmt4d_tile, element(op.input_element)
+    m1, n1, k1 = (math.ceil(op.size(d) / inner)
+                  for d, inner in (("m", tile.m0), ("n", tile.n0), ("k", tile.k0)))
+    types = (mlir_text.tensor_type((m1, k1, tile.m0, tile.k0), dtype),
+             mlir_text.tensor_type((n1, k1, tile.n0, tile.k0), dtype),
+             mlir_text.tensor_type((m1, n1, tile.m0, tile.n0), element(op.accumulator_element)))
+    return {op.index: Matcher((cpu_tiles.MMT4D_OP,), tuple(enumerate(types)))}
+
+
 def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
-    """The llvm-cpu config of a tile point, one entry per loop of the op."""
+    """The llvm-cpu config of a tile point, one entry per loop of the op (of its mmt4d for a
+    data-tiled point)."""
+    if point.data_tiling:
+        return cpu_tiles.mmt4d_configuration(point.mmt4d_tile, point.data_tiling == DATA_TILED_UKERNELS)
     rows, cols, red = (op.positions(d) for d in TILED_CLASSES[op.kind])
     distribution, vector, reduction, cache_parallel, cache_reduction = [], [], [], [], []
     for loop in range(len(op.loops)):

@@ -17,12 +17,15 @@ from iree_dispatch_profiler.ops import mlir_text
 ONLINE_ATTENTION = "iree_linalg_ext.online_attention"
 
 
-def spec(tuned: list[tuple[TunableOp, TuningConfiguration]]) -> str:
-    """The spec text for (op, config) pairs; ops of identical name and types must share a config."""
+def spec(tuned: list[tuple[TunableOp, TuningConfiguration]],
+         matchers: dict[int, "Matcher"] | None = None) -> str:
+    """The spec text for (op, config) pairs; ops of identical name and types must share a config.
+    `matchers` (op index -> Matcher) stand in for an op's own, e.g. for the mmt4d data tiling
+    makes of it."""
     entries = []
     for op, config in tuned:
-        matcher = Matcher.of(op)
-        entries.append(mlir_text.SpecEntry(f"match_op{op.index}_{op.name.split('.')[-1]}",
+        matcher = (matchers or {}).get(op.index) or Matcher.of(op)
+        entries.append(mlir_text.SpecEntry(f"match_op{op.index}_{matcher.op_names[0].split('.')[-1]}",
                                            matcher.op_names, matcher.operand_types,
                                            config.compilation_info))
     return mlir_text.tuning_spec(entries)

@@ -41,6 +41,10 @@ class Strategy:
         self.pending.update(chosen)
         return chosen
 
+    def claim(self, indices: Sequence[int]) -> None:
+        """Points tried whatever the strategy would propose (the space's seeds)."""
+        self.pending.update(indices)
+
     def tell(self, index: int, score: float | None) -> None:
         self.pending.discard(index)
         self.scores[index] = score
