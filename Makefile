@@ -6,7 +6,7 @@ GEN ?= gen
 # seconds of interleaved timing rounds per operation: 12 operations keep `make run` near 4 minutes
 BUDGET ?= 10
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test browser bench clean
 
 setup: $(VENV)/.installed
 
@@ -21,10 +21,17 @@ $(VENV)/.installed: pyproject.toml
 run: setup
 	$(PY) generator.py --generated-dir $(GEN)
 	-$(PY) compile.py --generated-dir $(GEN)
-	$(PY) profiler.py --generated-dir $(GEN) --output $(GEN)/data.csv --time-budget=$(BUDGET)
+	$(PY) profiler.py --generated-dir $(GEN) --output $(GEN)/data.csv --time-budget=$(BUDGET) --html $(GEN)/report.html
 
-test: setup
+# The HTML reports' tests open them in Debian's headless chromium: installed here where missing
+# (the tests skip, saying why, where it cannot be).
+test: setup browser
 	$(PY) -m pytest -q
+
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
+	  echo "chromium could not be installed: the browser tests will skip"
 
 bench: setup
 	$(PY) benchmarks/bench_matmul.py

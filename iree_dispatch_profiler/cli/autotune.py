@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from iree_dispatch_profiler.cli import options
+from iree_dispatch_profiler.report import outputs
 from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_num_cpu, parse_positive, parse_seconds
 from iree_dispatch_profiler.iree import tunable
@@ -99,6 +100,7 @@ def parser() -> options.ArgumentParser:
     options.add_profile_on(p, scheduler_too=False)
     options.add_timeouts(p, 300.0, 120.0)
     options.add_timing_source(p)
+    options.add_html(p)
     options.add_iree_bin_dir(p)
     options.add_target(p, recorded=False)
     return p
@@ -138,7 +140,8 @@ def settings(args: argparse.Namespace) -> Settings:
                     confirm_seconds=args.confirm_seconds, compile_timeout=args.compile_timeout,
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
                     top=args.top, spec=args.spec, base_flags=args.base_flags,
-                    list_only=args.list, timing_source=args.timing_source)
+                    list_only=args.list, timing_source=args.timing_source,
+                    command=options.command_line())
 
 
 def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:
@@ -171,15 +174,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model:
         if args.list and s.output is None:
             s.output = Path(tempfile.mkdtemp(prefix="autotune_list_")) / "list.csv"
-        return model_tuning.run_model(s, prepare(args, s))
-    found = tunable.find(s.input)
-    if args.list:
-        single_op.print_list(s.input, found)
-        return 0
-    if not found:
-        raise UserError(f"{s.input} has no tunable op (contraction or convolution)")
-    chosen = single_op.choose_ops(found, s.ops)
-    return single_op.tune(s, prepare(args, s), chosen)
+        status = model_tuning.run_model(s, prepare(args, s))
+    else:
+        found = tunable.find(s.input)
+        if args.list:
+            single_op.print_list(s.input, found)
+            return 0
+        if not found:
+            raise UserError(f"{s.input} has no tunable op (contraction or convolution)")
+        chosen = single_op.choose_ops(found, s.ops)
+        status = single_op.tune(s, prepare(args, s), chosen)
+    if args.html is not None and not args.list:
+        size = outputs.write(args.html, outputs.page_for(s.output))
+        print(f"HTML report: {args.html} ({size / 1e6:.2f} MB)")
+    return status
 
 
 def run() -> None:

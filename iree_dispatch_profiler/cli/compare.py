@@ -26,7 +26,9 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.values import compile_patterns, parse_fraction, parse_positive
 from iree_dispatch_profiler.iree import modules
-from iree_dispatch_profiler.iree.launchers import IreeTools, check_runnable, resolve_target
+from iree_dispatch_profiler.iree.cluster import Here
+from iree_dispatch_profiler.iree.launchers import IreeTools, check_runnable, resolve_target, run_facts
+from iree_dispatch_profiler.report import content, outputs
 from iree_dispatch_profiler.iree.timers import Timers
 from iree_dispatch_profiler.sweep import comparison
 from iree_dispatch_profiler.sweep.comparison import Variant
@@ -89,6 +91,7 @@ def parser() -> options.ArgumentParser:
                    help="vmfbs, logs and outputs (default: compare-work/ beside --output, or here)")
     p.add_argument("--min-rounds", type=parse_positive, default=Protocol.min_rounds,
                    metavar="N", help="at least N interleaved rounds (default: 6)")
+    options.add_html(p)
     options.add_generated_dir(p)
     options.add_iree_bin_dir(p)
     options.add_target(p, recorded=False)
@@ -109,6 +112,7 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     run_flags = options.parameter_flags(args)
     target = resolve_target(tools, options.target_from_args(args))
     device = options.runtime_device(args, target)
+    args.facts = run_facts(tools, target, device, Here().facts, "this machine", args.timing_source)
     variants = comparison.module_variants(
         tools, target, device, args.input, signature, args.variant, inputs, run_flags, work,
         args.compile_timeout, args.run_timeout, args.timers, args.timing == "invocation")
@@ -124,9 +128,12 @@ def dispatch_variants(args, tools: IreeTools, work: Path) -> Prepared:
     manifest = Manifest.load(args.generated_dir)
     check_runnable(tools, manifest.target)
     chosen = select(manifest.dispatches, args.dispatch)
+    device = options.runtime_device(args, manifest.target)
+    args.facts = run_facts(tools, manifest.target, device, Here().facts, "this machine",
+                           args.timing_source)
     variants, operation, reference = comparison.dispatch_variants(
-        tools, manifest, chosen, options.runtime_device(args, manifest.target), work,
-        args.run_timeout, args.timers, args.timing == "invocation")
+        tools, manifest, chosen, device, work, args.run_timeout, args.timers,
+        args.timing == "invocation")
     return variants, [f"operation {operation}"], [reference]
 
 
@@ -140,12 +147,14 @@ def compare_variants(args, variants: list[Variant], notes: list[str],
           f"budget {args.time_budget:g} s; timing source {sources})", flush=True)
     measured = comparison.measure_variants(variants, protocol)
     report = comparison.build_report(variants, measured, references, args.min_effect)
+    report["facts"] = {**args.facts, "timing source": sources, "command": options.command_line()}
     for note in notes:
         print(note)
     print_report(report, measured)
     if args.output is not None:
         comparison.write_report(args.output, report)
         print(f"Results: {args.output} and {args.output.with_suffix('.csv')}")
+    write_html(args, report)
     failed = any(v.reason for v in variants) or not all(a["ok"] for a in report["agreement"])
     return 1 if failed else 0
 
@@ -185,10 +194,19 @@ def compare_csv(args) -> int:
     plot = (args.output.with_suffix(".png") if args.output else Path("compare.png"))
     speedup_plot(comparisons, plot, f"{args.csv[0].name} -> {args.csv[1].name}")
     print(f"Plot: {plot}")
+    report = {"comparisons": comparisons, "facts": {
+        "old": str(args.csv[0]), "new": str(args.csv[1]), "command": options.command_line()}}
     if args.output is not None:
-        comparison.write_csv_comparisons(args.output, comparisons)
+        comparison.write_csv_comparisons(args.output, report)
         print(f"Results: {args.output} and {args.output.with_suffix('.csv')}")
+    write_html(args, report)
     return 0
+
+
+def write_html(args, report: dict) -> None:
+    if args.html is not None:
+        size = outputs.write(args.html, content.comparison(report))
+        print(f"HTML report: {args.html} ({size / 1e6:.2f} MB)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

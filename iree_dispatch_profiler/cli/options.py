@@ -4,6 +4,7 @@ one `main` wrapper that turns a UserError into one line and exit 2."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +47,17 @@ def add_protocol(parser: argparse.ArgumentParser, precision: float, time_budget:
                         metavar="SECONDS", help="seconds of rounds (per operation) before stopping "
                                                 f"short of --precision (default: {time_budget:g})")
     add_timing_source(parser)
+
+
+def add_html(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument("--html", type=Path, metavar="FILE.html", required=required,
+                        help="also write one self-contained HTML report (opens offline in a "
+                             "browser; report.py makes the same from the result files later)")
+
+
+def command_line() -> str:
+    """This script's command line, as a report shows it."""
+    return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
 def add_timing_source(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
+import pandas as pd
+
 from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_bool, parse_choices, parse_positive, parse_seconds
@@ -25,6 +27,7 @@ from iree_dispatch_profiler.sweep.performance_report import (PROVIDER_IREE, PROV
                                                              CsvReport, summary)
 from iree_dispatch_profiler.sweep.plots import write_plots
 from iree_dispatch_profiler.sweep.profiling import Profiler
+from iree_dispatch_profiler.report import outputs
 from iree_dispatch_profiler.sweep.progress import Progress
 
 
@@ -69,6 +72,7 @@ def parser() -> options.ArgumentParser:
     p.add_argument("--plot", type=Path, default=None, metavar="DIR",
                    help="write PNGs: GFLOP/s per configuration of each operation, and a roofline "
                         "against this machine's measured peak (llvm-cpu)")
+    options.add_html(p)
     options.add_profile_on(p, scheduler_too=True)
     return p
 
@@ -160,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(results)} dispatches: {len(results) - len(failed)} ok, {len(failed)} FAILED/ERROR")
     if args.output is not None:
         print(f"Performance report: {args.output}")
+    if args.html is not None:
+        # from the CSV when there is one: a resumed run's report holds the earlier rows too
+        page = (outputs.page_for(args.output, options.command_line()) if args.output is not None
+                else outputs.sweep_page(pd.DataFrame([r.row() for r in results]), options.command_line()))
+        size = outputs.write(args.html, page)
+        print(f"HTML report: {args.html} ({size / 1e6:.2f} MB)")
     return 1 if failed else 0
 
 

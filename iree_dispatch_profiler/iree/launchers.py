@@ -14,6 +14,7 @@ import signal
 import statistics
 import tempfile
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -436,6 +437,19 @@ def parse_benchmark_json(text: str) -> tuple[Sample, dict[str, tuple[float, floa
     if not times or min(times) <= 0:
         return Sample(False, "iree-benchmark-module reported no time"), {}
     return Sample(True, ms=times[0]), dispatches
+
+
+def run_facts(tools: IreeTools, target: Target, device: str, machine_facts: dict, timed_on: str,
+              timing_source: str) -> dict[str, str]:
+    """What a report's header says of a run: target, IREE, runtime device, threads, timing
+    source, where and when."""
+    cpu = target.cpu_target
+    return {"target": f"{target.device.value}:{cpu.summary}" if cpu else target.name,
+            "IREE version": tools.version(), "runtime device": device,
+            "threads": str(runtime_threads(device, machine_facts.get("physical_cores", 0))),
+            "cpu model": machine_facts.get("cpu_model", ""), "timed on": timed_on,
+            "timing source": timing_source,
+            "date": datetime.now().astimezone().isoformat(timespec="seconds")}
 
 
 def runtime_threads(device: str, physical_cores: int) -> int | str:

@@ -267,9 +267,10 @@ def csv_comparisons(old: Path, new: Path, min_effect: float) -> list[dict]:
     return comparisons
 
 
-def write_csv_comparisons(path: Path, comparisons: list[dict]) -> None:
+def write_csv_comparisons(path: Path, report: dict) -> None:
+    """`report` ({"comparisons": [...], "facts": {...}}) as JSON, its comparisons as CSV beside it."""
     try:
-        path.write_text(json.dumps({"comparisons": comparisons}, indent=1) + "\n")
-        pd.DataFrame(comparisons).to_csv(path.with_suffix(".csv"), index=False)
+        path.write_text(json.dumps(report, indent=1) + "\n")
+        pd.DataFrame(report["comparisons"]).to_csv(path.with_suffix(".csv"), index=False)
     except OSError as error:
         raise UserError(f"cannot write {path}: {error.strerror}") from None

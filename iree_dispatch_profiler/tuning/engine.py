@@ -22,7 +22,8 @@ from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote
 from iree_dispatch_profiler.iree.config_check import configuration_applied
-from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, IreeTools, compile_command, run_module
+from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, IreeTools, compile_command, run_facts,
+                                                   run_module)
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.verification import agreement
@@ -65,6 +66,7 @@ class Settings:
     base_flags: str | None = None  # --model: tune under these flags instead of searching them
     list_only: bool = False
     timing_source: str = DEFAULT_SOURCE
+    command: str = ""  # the command line, for the reports
 
 
 @dataclass
@@ -113,6 +115,8 @@ class Tuner:
         self.inputs: dict[str, list[str]] = {}
         self.expected: dict[str, list[np.ndarray]] = {}
         self.default: Build | None = None
+        self.facts = {**run_facts(self.tools, self.target, self.device, machine.facts,
+                                  machine.label, s.timing_source), "command": s.command}
 
     def signature_source(self) -> Path:
         return self.s.input
@@ -356,21 +360,22 @@ def confirm(tuner: Tuner, result: OpResult) -> None:
         result.winner = max(winners, key=speedup.get)
 
 
-def report(tuner: Tuner, result: OpResult) -> None:
-    log, op = tuner.log, result.op
+def report(tuner: Tuner, result: OpResult) -> list[str]:
+    """The verdict on one op, logged; its lines (for the HTML report)."""
+    op = result.op
     ok = [r for r in result.rows if r["status"] == OK]
     failed = len(result.rows) - len(ok)
     rank = 1 + sum(r["speedup"] > 1.0 for r in ok)
-    log(f"op {op.index} ({op.name} {op.shape}, {op.types}): {len(result.rows)} trials, "
-        f"{len(ok)} verified and timed, {failed} failed; {tuner.reference} ranks {rank} of "
-        f"{len(ok) + 1} in the search")
+    lines = [f"op {op.index} ({op.name} {op.shape}, {op.types}): {len(result.rows)} trials, "
+             f"{len(ok)} verified and timed, {failed} failed; {tuner.reference} ranks {rank} of "
+             f"{len(ok) + 1} in the search"]
     for name, outcome in result.confirmed.items():
         if name == DEFAULT or outcome.speedup is None:
             continue
-        log(f"  confirmed {name}: {outcome.runtime.median:.4f} ms, "
-            + stats.verdict(name, tuner.reference, outcome.speedup, stats.MIN_EFFECT))
+        lines.append(f"  confirmed {name}: {outcome.runtime.median:.4f} ms, "
+                     + stats.verdict(name, tuner.reference, outcome.speedup, stats.MIN_EFFECT))
     if result.winner == DEFAULT:
-        log(f"  answer: keep {tuner.reference} (no candidate's interval clears it)")
+        lines.append(f"  answer: keep {tuner.reference} (no candidate's interval clears it)")
     else:
         speedup = result.confirmed[result.winner].speedup
         stem = tuner.s.output.stem
@@ -381,5 +386,8 @@ def report(tuner: Tuner, result: OpResult) -> None:
             how = f"{stem}_tuning_spec.mlir with the flags in {stem}_spec_flags.txt"
         else:
             how = tuner.tile_outputs()
-        log(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} faster "
-            f"than {tuner.reference}; use {how}")
+        lines.append(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} "
+                     f"faster than {tuner.reference}; use {how}")
+    for line in lines:
+        tuner.log(line)
+    return lines

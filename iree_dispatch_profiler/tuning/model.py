@@ -12,6 +12,7 @@ those of the real model."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import shlex
 import shutil
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import TuningConfiguration, UserError
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.tunable import DispatchRoot
@@ -551,6 +553,30 @@ def write_report(path: Path, rows: list[dict], result: ModelResult, tuned_target
     path.write_text("\n".join(lines) + "\n")
 
 
+def write_summary(path: Path, facts: dict, rows: list[dict], result: ModelResult,
+                  tuned_targets: set[int], lines: list[str]) -> None:
+    """The model's answer as JSON (what its HTML report shows): each ranked dispatch before
+    (the flags alone) and after (with the spec), its target's speedup, and the verdict lines."""
+    total = {when: sum(times.get(r["dispatch"], 0.0) for r in rows) or math.nan
+             for when, times in (("before", result.default_ms), ("after", result.tuned_ms))}
+    dispatches = []
+    for row in rows:
+        number = int(row["target"]) if row["target"] != "" else None
+        speedup = result.per_target.get(number) if number is not None else None
+        before = result.default_ms.get(row["dispatch"], math.nan)
+        after = result.tuned_ms.get(row["dispatch"], math.nan)
+        dispatches.append({
+            "dispatch": row["dispatch"], "root": f"{row['root']} {row['shape']}",
+            "before_ms": before, "after_ms": after, "share_before": before / total["before"],
+            "share_after": after / total["after"],
+            "speedup": speedup.median if speedup else None,
+            "speedup_low": speedup.low if speedup else None,
+            "speedup_high": speedup.high if speedup else None,
+            "in_spec": "yes" if number in tuned_targets else "no"})
+    write_atomically(path, json.dumps({"kind": "model", "facts": facts, "lines": lines,
+                                       "dispatches": dispatches}, indent=1, default=float) + "\n")
+
+
 # --------------------------------------------------------------------------------------------
 def tune(tuner: ModelTuner, cpu) -> int:
     s, log, output = tuner.s, tuner.log, tuner.s.output
@@ -706,6 +732,9 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_tar
     log(answer_line(result, flags_path))
     report_path, plot = Path(f"{stem}_model_report.md"), Path(f"{stem}_model.png")
     write_report(report_path, rows, result, tuned_targets)
+    write_summary(Path(f"{stem}_model.json"), tuner.facts, rows, result, tuned_targets,
+                  [outputs_line(result), model_line(result), *([times_line(result)] if result.times else []),
+                   *comparison_lines(result), answer_line(result, flags_path), *result.problems])
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
     log(f"Report: {report_path}; plot: {plot}; ranking: {stem}_dispatches.csv")
     log.timings()

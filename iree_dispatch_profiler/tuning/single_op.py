@@ -4,10 +4,12 @@ beside the trial CSV: the best module, a tuning spec proven to apply, the best f
 progress plot."""
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
 
+from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import tunable
 from iree_dispatch_profiler.iree.config_check import configuration_applied
@@ -83,10 +85,16 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
     for op, space in zip(chosen, spaces):
         rows = search(tuner, op, space, earlier, writer, deadline)
         results.append(OpResult(op, space, rows))
+    answers = []
     for result in results:
         confirm(tuner, result)
-        report(tuner, result)
+        op = result.op
+        answers.append({"op": op.index, "name": op.name, "shape": op.shape, "types": op.types,
+                        "lines": report(tuner, result)})
     export(tuner, results)
+    answer = s.output.with_name(s.output.stem + "_answer.json")
+    write_atomically(answer, json.dumps({"kind": "tuning", "facts": tuner.facts, "ops": answers},
+                                        indent=1) + "\n")
     progress = s.output.with_name(s.output.stem + "_progress.png")
     plot_progress(results, progress)
     log(f"Trials: {s.output}; progress plot: {progress}")
