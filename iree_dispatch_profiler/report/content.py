@@ -130,11 +130,16 @@ def tuning(answer: dict, trials: pd.DataFrame, knobs: list[str], spec_text: str 
     the confirmed answer; the spec and flags shipped."""
     page = Page("Auto-tuning", header_from(answer.get("facts", {})))
     curves = {}
-    for op in answer.get("ops", []):
-        section = Section(f"op {op['op']}: {op['name']} {op['shape']} ({op['types']})", f"op{op['op']}")
+    # without the answer (a run still going, or interrupted): every op of the trials, unnamed
+    ops = answer.get("ops") or [{"op": int(i), "name": "", "shape": "", "types": "", "lines": []}
+                                for i in sorted(trials["op"].unique())]
+    for op in ops:
+        named = f": {op['name']} {op['shape']} ({op['types']})" if op["name"] else ""
+        section = Section(f"op {op['op']}{named}", f"op{op['op']}")
         rows = trials[trials["op"] == op["op"]].sort_values("trial")
         ok = rows[rows["status"] == "ok"]
-        section.blocks.append(Block("lines", title="Answer", lines=op["lines"]))
+        if op["lines"]:
+            section.blocks.append(Block("lines", title="Answer", lines=op["lines"]))
         best = ok["speedup"].astype(float).cummax().reindex(rows.index).ffill()
         curves[f"op {op['op']}"] = best.tolist()
         used = [k for k in knobs if k in ok and ok[k].nunique() > 1]
