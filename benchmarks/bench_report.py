@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from common import ROOT
+from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.report import outputs
 
 
@@ -55,7 +56,10 @@ def main() -> int:
     try:
         for results in args.results:
             start = time.perf_counter()
-            page = outputs.page_for(results)
+            try:
+                page = outputs.page_for(results)
+            except UserError as error:
+                sys.exit(f"bench_report.py: error: {error}")
             html = folder / f"{results.stem}.html"
             size = outputs.write(html, page)
             written = time.perf_counter() - start

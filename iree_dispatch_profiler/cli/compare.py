@@ -101,6 +101,12 @@ def parser() -> options.ArgumentParser:
 Prepared = tuple[list[Variant], list[str], "list[np.ndarray] | None"]  # + notes, references
 
 
+def facts(tools: IreeTools, target, device: str, timing_source: str) -> dict:
+    """The report header's facts: compare.py times on this machine."""
+    here = Here()
+    return run_facts(tools, target, device, here.facts, here.label, timing_source)
+
+
 def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     """Compile every variant and run it once."""
     if not args.input.is_file():
@@ -112,7 +118,7 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     run_flags = options.parameter_flags(args)
     target = resolve_target(tools, options.target_from_args(args))
     device = options.runtime_device(args, target)
-    args.facts = run_facts(tools, target, device, Here().facts, "this machine", args.timing_source)
+    args.facts = facts(tools, target, device, args.timing_source)
     variants = comparison.module_variants(
         tools, target, device, args.input, signature, args.variant, inputs, run_flags, work,
         args.compile_timeout, args.run_timeout, args.timers, args.timing == "invocation")
@@ -129,8 +135,7 @@ def dispatch_variants(args, tools: IreeTools, work: Path) -> Prepared:
     check_runnable(tools, manifest.target)
     chosen = select(manifest.dispatches, args.dispatch)
     device = options.runtime_device(args, manifest.target)
-    args.facts = run_facts(tools, manifest.target, device, Here().facts, "this machine",
-                           args.timing_source)
+    args.facts = facts(tools, manifest.target, device, args.timing_source)
     variants, operation, reference = comparison.dispatch_variants(
         tools, manifest, chosen, device, work, args.run_timeout, args.timers,
         args.timing == "invocation")
