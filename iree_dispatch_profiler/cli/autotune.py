@@ -185,8 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = single_op.choose_ops(found, s.ops)
         status = single_op.tune(s, prepare(args, s), chosen)
     if args.html is not None and not args.list:
-        size = outputs.write(args.html, outputs.page_for(s.output))
-        print(f"HTML report: {args.html} ({size / 1e6:.2f} MB)")
+        options.write_html(args.html, outputs.page_for(s.output))
     return status
 
 

@@ -28,7 +28,7 @@ from iree_dispatch_profiler.core.values import compile_patterns, parse_fraction,
 from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.iree.cluster import Here
 from iree_dispatch_profiler.iree.launchers import IreeTools, check_runnable, resolve_target, run_facts
-from iree_dispatch_profiler.report import content, outputs
+from iree_dispatch_profiler.report import content
 from iree_dispatch_profiler.iree.timers import Timers
 from iree_dispatch_profiler.sweep import comparison
 from iree_dispatch_profiler.sweep.comparison import Variant
@@ -210,8 +210,7 @@ def compare_csv(args) -> int:
 
 def write_html(args, report: dict) -> None:
     if args.html is not None:
-        size = outputs.write(args.html, content.comparison(report))
-        print(f"HTML report: {args.html} ({size / 1e6:.2f} MB)")
+        options.write_html(args.html, content.comparison(report))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

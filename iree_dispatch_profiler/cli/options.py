@@ -18,6 +18,7 @@ from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote, connect
 from iree_dispatch_profiler.iree.compile_cache import CompileCache, default_dir
 from iree_dispatch_profiler.iree.launchers import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES
+from iree_dispatch_profiler.report import outputs
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -53,6 +54,12 @@ def add_html(parser: argparse.ArgumentParser, required: bool = False) -> None:
     parser.add_argument("--html", type=Path, metavar="FILE.html", required=required,
                         help="also write one self-contained HTML report (opens offline in a "
                              "browser; report.py makes the same from the result files later)")
+
+
+def write_html(path: Path, page) -> None:
+    """Write an --html report (a report.content.Page) and say where, with its size."""
+    size = outputs.write(path, page)
+    print(f"HTML report: {path} ({size / 1e6:.2f} MB)")
 
 
 def command_line() -> str:

@@ -168,8 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # from the CSV when there is one: a resumed run's report holds the earlier rows too
         page = (outputs.page_for(args.output, options.command_line()) if args.output is not None
                 else outputs.sweep_page(pd.DataFrame([r.row() for r in results]), options.command_line()))
-        size = outputs.write(args.html, page)
-        print(f"HTML report: {args.html} ({size / 1e6:.2f} MB)")
+        options.write_html(args.html, page)
     return 1 if failed else 0
 
 

@@ -28,8 +28,7 @@ def parser() -> options.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    size = outputs.write(args.html, outputs.page_for(args.results, options.command_line()))
-    print(f"HTML report: {args.html} ({size / 1e6:.2f} MB)")
+    options.write_html(args.html, outputs.page_for(args.results, options.command_line()))
     return 0
 
 
