@@ -78,9 +78,9 @@ def sweep(data: pd.DataFrame, peak: dict | None, command: str = "") -> Page:
     page.sections.append(table)
 
     operations = Section("Configurations per operation", "operations")
-    for number_, (operation, group) in enumerate(data.groupby("Operation", sort=False)):
-        if number_ == MAX_OPERATION_CHARTS:
-            operations.blocks.append(Block("text", text=f"{data['Operation'].nunique() - number_} "
+    for charted, (operation, group) in enumerate(data.groupby("Operation", sort=False)):
+        if charted == MAX_OPERATION_CHARTS:
+            operations.blocks.append(Block("text", text=f"{data['Operation'].nunique() - charted} "
                                                         "more operations: see the table."))
             break
         timed = group[group["Runtime(ms)"] > 0]
