@@ -170,7 +170,7 @@ def test_comparison_reports_show_variants_verdicts_and_agreement(browser, tmp_pa
     # two profiler CSVs
     gen = sweep[0]
     result = run_script("compare.py", "--csv", gen / "data.csv", gen / "data.csv",
-                        "--html", tmp_path / "csv.html")
+                        "--output", tmp_path / "csv.json", "--html", tmp_path / "csv.html")
     assert result.returncode == 0, result.stdout + result.stderr
     errors, requests = open_report(browser, tmp_path / "csv.html", tmp_path / "csv.png")
     assert not errors and not requests
