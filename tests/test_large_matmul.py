@@ -64,17 +64,22 @@ def test_large_configs_apply_when_cross_compiled(tmp_path, cpu, triple):
     assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied
 
 
-def test_the_tuner_tries_data_tiled_configs_and_exports_their_spec_and_flags(tmp_path):
-    """autotune.py on a large matmul: its data-tiled points compile with their flags and a spec
-    for the mmt4d, carry their config, verify, and a winner's spec applies with the flags."""
+def square_matmul(path):
     square = f"tensor<{EDGE}x{EDGE}xf32>"
-    (tmp_path / "mm.mlir").write_text(
+    path.write_text(
         f"func.func @mm(%a: {square}, %b: {square}) -> {square} {{\n"
         "  %zero = arith.constant 0.0 : f32\n"
         f"  %init = tensor.empty() : {square}\n"
         f"  %c = linalg.fill ins(%zero : f32) outs(%init : {square}) -> {square}\n"
         f"  %r = linalg.matmul ins(%a, %b : {square}, {square}) outs(%c : {square}) -> {square}\n"
         f"  return %r : {square}\n}}\n")
+    return path
+
+
+def test_the_tuner_tries_data_tiled_configs_and_exports_their_spec_and_flags(tmp_path):
+    """autotune.py on a large matmul: its data-tiled points compile with their flags and a spec
+    for the mmt4d, carry their config, verify, and a winner's spec applies with the flags."""
+    square_matmul(tmp_path / "mm.mlir")
     (tmp_path / "dt.cfg").write_text("[Env]\ninput_file = mm.mlir\noutput_file = dt.csv\n"
                                      "[SearchSpace]\ndata_tiling = [1, 2]\n"
                                      "[SearchStrategy]\ntuner = grid\nn_trial = 3\n")
@@ -89,3 +94,30 @@ def test_the_tuner_tries_data_tiled_configs_and_exports_their_spec_and_flags(tmp
     assert "--iree-global-opt-enable-early-materialization" in (tmp_path / "dt_spec_flags.txt").read_text()
     assert "applies to the untouched module: op 0 yes" in result.stdout
     assert not (tmp_path / "dt_best.mlir").exists()  # no source-attached config to inline
+
+
+@pytest.mark.parametrize("cpu, triple", [("haswell", ""), ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_the_tuners_data_tiled_seeds_apply_when_cross_compiled(tools, tmp_path, cpu, triple):
+    """The tuner's spec matches the mmt4d by its packed types, which depend on the target's
+    inner tile (8x8x1 on AVX2 and NEON): each seed's config is applied there."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.iree.config_check import configuration_applied
+    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    from iree_dispatch_profiler.tuning import space as tuning_space
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
+    module = square_matmul(tmp_path / "mm.mlir")
+    op = tunable.find(module)[0]
+    seeds = tuning_space.build(op, target.resolved_cpu(), {}, {}, data_tiled=True).seeds
+    assert len(seeds) == 2 and all("_8x8x1" in p.name for p in seeds)
+    for point in seeds:
+        config = tuning_space.configuration(op, point)
+        spec = tmp_path / f"{point.name}_spec.mlir"
+        spec.write_text(tuning_spec.spec([(op, config)], tuning_space.spec_matchers(op, point)))
+        dump = tmp_path / f"{point.name}_configs"
+        result = run(compile_command(tools, target, module, tmp_path / "out.mlir", [
+            *config.flags, f"{SPEC_FLAG}={spec}", "--compile-to=executable-targets",
+            f"--iree-hal-dump-executable-configurations-to={dump}"]), 300)
+        assert result.ok, f"{cpu} {point.name}: {result.failure('iree-compile', 300)}"
+        assert configuration_applied(dump, config) == "yes", f"{cpu} {point.name}"
