@@ -24,8 +24,10 @@ def spec(tuned: list[tuple[TunableOp, TuningConfiguration]],
     makes of it."""
     entries = []
     for op, config in tuned:
-        matcher = (matchers or {}).get(op.index) or Matcher.of(op)
-        entries.append(mlir_text.SpecEntry(f"match_op{op.index}_{matcher.op_names[0].split('.')[-1]}",
+        matcher = (matchers or {}).get(op.index)
+        matched = (matcher.op_names[0] if matcher else op.name).split(".")[-1]
+        matcher = matcher or Matcher.of(op)
+        entries.append(mlir_text.SpecEntry(f"match_op{op.index}_{matched}",
                                            matcher.op_names, matcher.operand_types,
                                            config.compilation_info))
     return mlir_text.tuning_spec(entries)
