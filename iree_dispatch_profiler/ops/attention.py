@@ -127,7 +127,7 @@ class AttentionOperation:
 def cpu_configuration(tile: cpu_tiles.AttentionTile) -> TuningConfiguration:
     """LinalgExtTileAndVectorize over (b, m, k1, k2, n): one head at a time, k1 whole."""
     t = tile
-    return cpu_tiles.configuration(f"tile_config_{t.dm}x{t.dn}_{t.vm}x{t.vn}x{t.vk2}",
+    return cpu_tiles.configuration(cpu_tiles.tile_config_name(t.dm, t.dn, t.vm, t.vn, t.vk2),
                                    [1, t.dm, 0, 0, t.dn], [1, t.vm, 0, 0, t.vn],
                                    [0, 0, 0, t.vk2, 0], "LinalgExtTileAndVectorize")
 

@@ -100,8 +100,14 @@ class MatmulTile:
 
     @property
     def name(self) -> str:
-        cache = f"_{self.cm}x{self.cn}x{self.ck}" if self.ck else ""
-        return f"tile_config_{self.dm}x{self.dn}{cache}_{self.vm}x{self.vn}x{self.vk}"
+        return tile_config_name(self.dm, self.dn, self.vm, self.vn, self.vk, self.cm, self.cn, self.ck)
+
+
+def tile_config_name(dm: int, dn: int, vm: int, vn: int, vk: int, cm: int = 0, cn: int = 0,
+                     ck: int = 0) -> str:
+    """`tile_config_<dist>[_<cache>]_<vector>`: the generator's and the tuner's name of a tile."""
+    cache = f"_{cm}x{cn}x{ck}" if ck else ""
+    return f"tile_config_{dm}x{dn}{cache}_{vm}x{vn}x{vk}"
 
 
 # Register-blocked vector tiles in units of the accumulator's lanes L: (rows, N in L, K in L).

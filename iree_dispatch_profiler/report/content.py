@@ -14,6 +14,7 @@ from iree_dispatch_profiler.report import charts
 from iree_dispatch_profiler.report.html import (Block, Cell, Row, Section, Table, number, render,
                                                 with_interval)
 from iree_dispatch_profiler.sweep.performance_report import PROVIDER_IREE
+from iree_dispatch_profiler.tuning.records import OK, best_so_far
 
 MAX_OPERATION_CHARTS = 60  # per-operation charts beyond these: the table has every row
 HEADER_COLUMNS = ("target", "vector bytes", "cpu features", "cpu model", "IREE version",
@@ -137,11 +138,10 @@ def tuning(answer: dict, trials: pd.DataFrame, knobs: list[str], spec_text: str 
         named = f": {op['name']} {op['shape']} ({op['types']})" if op["name"] else ""
         section = Section(f"op {op['op']}{named}", f"op{op['op']}")
         rows = trials[trials["op"] == op["op"]].sort_values("trial")
-        ok = rows[rows["status"] == "ok"]
+        ok = rows[rows["status"] == OK]
         if op["lines"]:
             section.blocks.append(Block("lines", title="Answer", lines=op["lines"]))
-        best = ok["speedup"].astype(float).cummax().reindex(rows.index).ffill()
-        curves[f"op {op['op']}"] = best.tolist()
+        curves[f"op {op['op']}"] = best_so_far(rows.to_dict("records"))
         used = [k for k in knobs if k in ok and ok[k].nunique() > 1]
         if len(ok) and used:
             page.chart(section, "knobs", charts.knob_scatters(
@@ -156,7 +156,7 @@ def tuning(answer: dict, trials: pd.DataFrame, knobs: list[str], spec_text: str 
                                 ".3f", "x"),
                   number(r.get("median_ms"), ".4f"), Cell(_text(r.get("config_applied"))),
                   Cell(_text(r.get("verified"))), Cell(_text(r.get("reason")))],
-                 "" if r["status"] == "ok" else "bad") for _, r in rows.iterrows()])))
+                 "" if r["status"] == OK else "bad") for _, r in rows.iterrows()])))
         page.sections.append(section)
     if curves:
         overview = Section("Progress", "progress")

@@ -530,33 +530,14 @@ def comparison_lines(result: ModelResult) -> list[str]:
     return lines
 
 
-def write_report(path: Path, rows: list[dict], result: ModelResult, tuned_targets: set[int]) -> None:
-    lines = ["# Model tuning report", "",
-             f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags
-             else "Flags: none",
-             f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
-             "| dispatch | root op | share | flags alone ms | tuned ms | target speedup [95%] | in spec |",
-             "|---|---|---:|---:|---:|---|---|"]
-    for row in rows:
-        number = int(row["target"]) if row["target"] != "" else None
-        speedup = result.per_target.get(number) if number is not None else None
-        shown = f"{speedup.median:.2f}x {speedup.interval('.2f')}" if speedup else "-"
-        lines.append(f"| {row['dispatch']} | {row['root']} {row['shape']} | "
-                     f"{float(row['share']):.1%} | {result.default_ms.get(row['dispatch'], math.nan):.4f} | "
-                     f"{result.tuned_ms.get(row['dispatch'], math.nan):.4f} | {shown} | "
-                     f"{'yes' if number in tuned_targets else 'no'} |")
-    lines += ["", outputs_line(result), model_line(result), times_line(result),
-              *comparison_lines(result),
-              "(times: the summed time of the model's dispatches per call, interleaved rounds)"]
-    if result.problems:
-        lines += ["", "Spec problems:", *(f"- {p}" for p in result.problems)]
-    path.write_text("\n".join(lines) + "\n")
+def verdict_lines(result: ModelResult) -> list[str]:
+    return [outputs_line(result), model_line(result), *([times_line(result)] if result.times else []),
+            *comparison_lines(result)]
 
 
-def write_summary(path: Path, facts: dict, rows: list[dict], result: ModelResult,
-                  tuned_targets: set[int], lines: list[str]) -> None:
-    """The model's answer as JSON (what its HTML report shows): each ranked dispatch before
-    (the flags alone) and after (with the spec), its target's speedup, and the verdict lines."""
+def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]) -> list[dict]:
+    """Each ranked dispatch before (the flags alone) and after (with the spec), its share of
+    each, and its target's speedup in the final session."""
     total = {when: sum(times.get(r["dispatch"], 0.0) for r in rows) or math.nan
              for when, times in (("before", result.default_ms), ("after", result.tuned_ms))}
     dispatches = []
@@ -567,12 +548,35 @@ def write_summary(path: Path, facts: dict, rows: list[dict], result: ModelResult
         after = result.tuned_ms.get(row["dispatch"], math.nan)
         dispatches.append({
             "dispatch": row["dispatch"], "root": f"{row['root']} {row['shape']}",
-            "before_ms": before, "after_ms": after, "share_before": before / total["before"],
-            "share_after": after / total["after"],
+            "share": float(row["share"]), "before_ms": before, "after_ms": after,
+            "share_before": before / total["before"], "share_after": after / total["after"],
             "speedup": speedup.median if speedup else None,
             "speedup_low": speedup.low if speedup else None,
             "speedup_high": speedup.high if speedup else None,
+            "speedup_text": f"{speedup.median:.2f}x {speedup.interval('.2f')}" if speedup else "-",
             "in_spec": "yes" if number in tuned_targets else "no"})
+    return dispatches
+
+
+def write_report(path: Path, dispatches: list[dict], result: ModelResult) -> None:
+    lines = ["# Model tuning report", "",
+             f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags
+             else "Flags: none",
+             f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
+             "| dispatch | root op | share | flags alone ms | tuned ms | target speedup [95%] | in spec |",
+             "|---|---|---:|---:|---:|---|---|"]
+    for d in dispatches:
+        lines.append(f"| {d['dispatch']} | {d['root']} | {d['share']:.1%} | {d['before_ms']:.4f} | "
+                     f"{d['after_ms']:.4f} | {d['speedup_text']} | {d['in_spec']} |")
+    lines += ["", *verdict_lines(result),
+              "(times: the summed time of the model's dispatches per call, interleaved rounds)"]
+    if result.problems:
+        lines += ["", "Spec problems:", *(f"- {p}" for p in result.problems)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[str]) -> None:
+    """The model's answer as JSON (what its HTML report shows)."""
     write_atomically(path, json.dumps({"kind": "model", "facts": facts, "lines": lines,
                                        "dispatches": dispatches}, indent=1, default=float) + "\n")
 
@@ -731,10 +735,10 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_tar
         log(f"({line})")
     log(answer_line(result, flags_path))
     report_path, plot = Path(f"{stem}_model_report.md"), Path(f"{stem}_model.png")
-    write_report(report_path, rows, result, tuned_targets)
-    write_summary(Path(f"{stem}_model.json"), tuner.facts, rows, result, tuned_targets,
-                  [outputs_line(result), model_line(result), *([times_line(result)] if result.times else []),
-                   *comparison_lines(result), answer_line(result, flags_path), *result.problems])
+    dispatches = dispatch_rows(rows, result, tuned_targets)
+    write_report(report_path, dispatches, result)
+    write_summary(Path(f"{stem}_model.json"), tuner.facts, dispatches,
+                  [*verdict_lines(result), answer_line(result, flags_path), *result.problems])
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
     log(f"Report: {report_path}; plot: {plot}; ranking: {stem}_dispatches.csv")
     log.timings()

@@ -107,3 +107,14 @@ def read_table(path: Path, columns: list[str], what: str) -> list[dict]:
     if not rows or list(rows[0]) != columns:
         raise UserError(f"{path} is not {what} of autotune.py --model; remove it")
     return rows
+
+
+def best_so_far(rows: list[dict]) -> list[float]:
+    """The best verified speedup after each trial, in trial order (NaN before the first): the
+    progress curve of the PNG and of the HTML report."""
+    best, curve = 0.0, []
+    for row in sorted(rows, key=lambda row: int(row["trial"])):
+        if row["status"] == OK:
+            best = max(best, float(row["speedup"]))
+        curve.append(best if best > 0 else math.nan)
+    return curve

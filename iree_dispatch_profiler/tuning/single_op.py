@@ -17,7 +17,7 @@ from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.sweep.plots import progress_plot
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, Tuner,
                                                   confirm, report, search)
-from iree_dispatch_profiler.tuning.records import OK, Log, TrialWriter, load_trials
+from iree_dispatch_profiler.tuning.records import Log, TrialWriter, best_so_far, load_trials
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 
@@ -147,14 +147,6 @@ def export(tuner: Tuner, results: list[OpResult]) -> None:
 
 
 def plot_progress(results: list[OpResult], path: Path) -> None:
-    curves = []
-    for r in results:
-        best, curve = 0.0, []
-        for row in sorted(r.rows, key=lambda row: int(row["trial"])):
-            if row["status"] == OK:
-                best = max(best, float(row["speedup"]))
-            curve.append(best if best > 0 else math.nan)
-        curves.append((f"op {r.op.index} {r.op.name}", curve))
-    progress_plot(curves, path)
+    progress_plot([(f"op {r.op.index} {r.op.name}", best_so_far(r.rows)) for r in results], path)
 
 

@@ -68,9 +68,9 @@ class Point:
             return f"flags_{self.flags_name}"
         if self.data_tiling:
             return self.mmt4d_tile.name(self.data_tiling == DATA_TILED_UKERNELS)
-        cache = f"_{self.cache_m}x{self.cache_n}x{self.cache_k}" if self.cache_k else ""
-        return (f"tile_config_{self.tile_m}x{self.tile_n}{cache}_"
-                f"{self.vector_m}x{self.vector_n}x{self.tile_k}" + ("_peel" if self.peel else ""))
+        return cpu_tiles.tile_config_name(self.tile_m, self.tile_n, self.vector_m, self.vector_n,
+                                          self.tile_k, self.cache_m, self.cache_n,
+                                          self.cache_k) + ("_peel" if self.peel else "")
 
     @property
     def mmt4d_tile(self) -> cpu_tiles.Mmt4dTile:
