@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side by side, in one run on llvm-cpu: IREE default, data tiling, the best of each family of
 tuning configurations (tiles, tiles with cache levels, data-tiled) and numpy (OpenBLAS) on real
-matmul shapes from ../shared/workloads and a 4096 square, and compile wall time -j1 vs -jN."""
+matmul shapes from workloads/ and a 4096 square, and compile wall time -j1 vs -jN."""
 from __future__ import annotations
 
 import csv

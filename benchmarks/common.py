@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS = ROOT.parent / "shared" / "workloads"
+WORKLOADS = ROOT / "workloads"
 sys.path.insert(0, str(ROOT))  # the package from this checkout, installed or not
 
 

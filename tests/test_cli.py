@@ -99,3 +99,78 @@ def test_compile_and_profiler_reject_bad_input(tiny, script, args, message):
 def test_help_documents_every_script(script):
     result = run_script(script, "--help")
     assert result.returncode == 0 and "--generated-dir" in result.stdout and "--dispatches" in result.stdout
+
+
+def one_line_error(result, message: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_a_generated_dir_that_is_a_file_is_refused(tmp_path):
+    taken = tmp_path / "afile"
+    taken.write_text("not a folder")
+    for folder in (taken, taken / "below"):
+        one_line_error(run_script("generator.py", "--generated-dir", folder),
+                       f"{taken} is a file, not a folder")
+    assert taken.read_text() == "not a folder"
+
+
+def test_a_negative_compile_timeout_is_refused(tiny):
+    one_line_error(run_script("compile.py", "--generated-dir", tiny, "--compile-timeout=-1"),
+                   "must be a positive number of seconds")
+
+
+def test_a_leading_star_in_dispatches_is_a_shell_wildcard(tiny):
+    result = run_script("profiler.py", "--generated-dir", tiny, "--dispatches=*f32t_*default$",
+                        "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "1 dispatches would be profiled" in result.stdout
+
+
+def csv_of(path, runtimes):
+    import pandas as pd
+    pd.DataFrame({"Dispatch": [f"d{i}" for i in range(len(runtimes))],
+                  "Runtime(ms)": runtimes, "ci_low": runtimes, "ci_high": runtimes}).to_csv(path, index=False)
+    return path
+
+
+def test_compare_csv_refuses_a_runtime_that_is_not_a_number(tmp_path):
+    old = csv_of(tmp_path / "old.csv", [1.0, 2.0])
+    new = csv_of(tmp_path / "new.csv", [1.0, "fast"])
+    one_line_error(run_script("compare.py", "--csv", old, new, "--output", tmp_path / "r.json"),
+                   "Runtime(ms) of d1 is 'fast', not a number")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_compare_csv_output_in_a_new_folder_and_under_a_file(tmp_path):
+    old = csv_of(tmp_path / "old.csv", [1.0, 2.0])
+    made = run_script("compare.py", "--csv", old, old, "--output", tmp_path / "new" / "r.json")
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "new" / "r.json").is_file() and (tmp_path / "new" / "r.png").is_file()
+    (tmp_path / "afile").write_text("")
+    one_line_error(run_script("compare.py", "--csv", old, old, "--output",
+                              tmp_path / "afile" / "r.json"), "cannot write")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "--spec", "missing.mlir"], "--spec missing.mlir does not exist"),
+    (["--model", "--spec", "README.md"], "not a valid MLIR module"),
+    (["--spec", "tests/data/seed_matmul.mlir"], "--spec applies to --model"),
+    (["--inputs", "missing.npy"], "--inputs: missing.npy does not exist"),
+    (["--inputs", ","], "empty file name"),
+])
+def test_autotune_checks_its_options_before_compiling(tmp_path, args, message):
+    result = run_script("autotune.py", "--input", "tests/data/seed_matmul.mlir", "--output",
+                        tmp_path / "x.csv", *args, timeout=60)
+    one_line_error(result, message)
+    assert not list(tmp_path.iterdir())
+
+
+def test_bytes_that_are_no_mlir_are_one_line(tmp_path):
+    junk = tmp_path / "junk.mlirbc"
+    junk.write_bytes(b"\xff\xfe\x00binary")
+    for script, args in (("autotune.py", ["--list"]),
+                         ("compare.py", ["--variant", "a=", "--variant", "b=", "--random-inputs", "0"])):
+        one_line_error(run_script(script, "--input", junk, *args, timeout=60),
+                       "neither MLIR text nor MLIR bytecode")

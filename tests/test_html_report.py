@@ -87,6 +87,13 @@ def test_a_sweep_report_shows_every_dispatch_and_chart_offline(sweep, browser, t
     assert rendered_charts(browser) == data["Operation"].nunique() + 1  # + the roofline
     header = browser.find_element("css selector", "table.header").text
     assert "IREE version" in header and "profiler.py" in header and "timing source" in header
+    # the verdicts open the page, one per operation, before the charts and the full table
+    verdicts = rows(browser, "verdict-table")
+    assert len(verdicts) == data["Operation"].nunique()
+    assert all(("leader:" in v or "no significant leader" in v) and "SUCCESS" in v for v in verdicts)
+    order = browser.execute_script(
+        "return Array.from(document.querySelectorAll('section > h2'), h => h.textContent)")
+    assert order.index("Verdicts") < order.index("Configurations per operation") < order.index("Dispatches")
     # sorting by runtime puts the fastest row first
     browser.execute_script("document.querySelectorAll('#dispatch-table th')[3].click()")
     first = browser.execute_script(

@@ -1,6 +1,9 @@
 """autotune.py --model with the real tools on small torch models exported by iree-turbine
 (tests/data/export_models.py): the dispatches are found, a spec is checked to apply, the
 outputs agree, a spec that matches nothing is reported, and the tuning loop runs end to end."""
+import subprocess
+
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -287,3 +290,107 @@ def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path, cpu
         result = run(compile_command(tools, target, DATA / "multi_op.mlir",
                                      tmp_path / f"{flag_set.name}.vmfb", flag_set.args), 300)
         assert result.ok, f"{flag_set.name}: {result.failure('iree-compile', 300)}"
+
+
+# A causal LM as users export it: int64 ids [1, 32] into a 96-row embedding table, weights in an
+# .irpa (scope `model`), an attention_mask argument the graph does not use.
+LM = DATA / "tiny_lm_torch.mlir"
+LM_RUN = ["--model", "--input", LM, "--parameters", f"model={LM.with_suffix('.irpa')}",
+          "--top", "1", "--n-trial", "2", *QUICK]
+
+
+def test_index_arguments_are_found_on_the_ir(tools, tmp_path):
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import modules
+    from iree_dispatch_profiler.iree.launchers import resolve_target
+    from iree_dispatch_profiler.tuning.model import lower
+    lowered = lower(tools, resolve_target(tools, Target()), LM, tmp_path, 120)
+    assert modules.index_bounds(lowered, "main") == {0: 96}  # the ids, not the unused mask
+    (signature,) = modules.signatures(lowered, source=LM)
+    assert [str(a) for a in signature.arguments] == ["1x32xi64", "1x32xi64"]
+    ids = modules.random_inputs(signature, 0, {0: 96})[0]
+    assert ids.min() >= 0 and ids.max() < 96 and len(set(ids.ravel())) > 10
+    without = modules.random_inputs(signature, 0, {})[0]
+    assert without.min() < 0  # what the tuner used to feed: ids outside the table
+
+
+def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path):
+    """Without --inputs the ids are drawn inside the table: no candidate is called wrong for
+    reading garbage; the answer is verified, and X_compile.sh builds what was timed."""
+    from iree_dispatch_profiler.iree.launchers import run_module
+    output = tmp_path / "lm.csv"
+    result = run_script("autotune.py", *LM_RUN, "--output", output,
+                        "--base-flags=--iree-dispatch-creation-enable-aggressive-fusion")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "argument 0 (1x32xi64) in [0, 96): it indexes a dimension of 96" in result.stdout
+    ids = np.load(tmp_path / "lm_work" / "main_input0.npy")
+    assert ids.dtype == np.int64 and 0 <= ids.min() and ids.max() < 96
+    trials = pd.read_csv(output)
+    assert len(trials) and (trials["status"] == "ok").all(), trials[["status", "reason"]]
+    agree = next(line for line in result.stdout.splitlines() if line.startswith("Outputs:"))
+    assert "agree with IREE's default (max abs err" in agree and "max rel err" in agree
+    assert "allowed" in agree and "x (|expected| + its rms" in agree
+    script = tmp_path / "lm_compile.sh"
+    text = script.read_text()
+    assert "--iree-llvmcpu-target-cpu=host" in text and "aggressive-fusion" in text
+    built = subprocess.run(["sh", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    assert built.returncode == 0, built.stderr
+    logits = tmp_path / "logits.npy"
+    ran = run_module(tools, tmp_path / "lm_tuned.vmfb", "main", "local-task",
+                     [f"@{LM.with_name('tiny_lm_torch_ids.npy')}",
+                      f"@{LM.with_name('tiny_lm_torch_mask.npy')}"], [logits], 60,
+                     [f"--parameters=model={LM.with_suffix('.irpa')}"])
+    assert ran.ok, ran.reason
+    # the shipped answer on real ids gives PyTorch's logits
+    assert np.abs(np.load(logits) - np.load(LM.with_name("tiny_lm_torch_logits.npy"))).max() < 1e-4
+
+
+def test_a_language_model_tunes_on_given_inputs(tmp_path):
+    output = tmp_path / "lm.csv"
+    ids, mask = LM.with_name("tiny_lm_torch_ids.npy"), LM.with_name("tiny_lm_torch_mask.npy")
+    result = run_script("autotune.py", *LM_RUN, "--output", output, "--base-flags=",
+                        "--inputs", f"@{ids},@{mask}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Inputs of main: given with --inputs: {ids} {mask}" in result.stdout
+    assert (pd.read_csv(output)["status"] == "ok").all()
+
+
+@pytest.mark.parametrize("given,message", [
+    (["tiny_lm_torch_ids.npy"], "main takes 2 inputs, --inputs gives 1"),
+    (["tiny_lm_torch_logits.npy", "tiny_lm_torch_mask.npy"], "main expects 1x32xi64"),
+])
+def test_inputs_that_do_not_fit_the_model_are_one_line_before_tuning(tmp_path, given, message):
+    paths = ",".join(str(LM.with_name(name)) for name in given)
+    result = run_script("autotune.py", *LM_RUN, "--output", tmp_path / "lm.csv", "--inputs", paths)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("lm_work/*.vmfb"))  # said before anything compiled
+
+
+def test_a_reference_that_is_not_finite_is_an_input_problem(tmp_path):
+    """sqrt of a matmul that the given inputs make negative: NaN from IREE's default itself is
+    said as an input problem, never as a candidate's wrong result."""
+    module = tmp_path / "sqrt.mlir"
+    module.write_text(SQRT_MATMUL)
+    a = tmp_path / "a.npy"
+    np.save(a, -np.ones((16, 16), np.float32))
+    np.save(tmp_path / "b.npy", np.ones((16, 16), np.float32))
+    result = run_script("autotune.py", "--input", module, "--output", tmp_path / "x.csv",
+                        "--inputs", f"{a},{tmp_path / 'b.npy'}", "--n-trial", "2", *QUICK)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "IREE's default gives NaN/inf on these inputs of f (output 0 has 256 NaN/inf" in result.stderr
+    assert "an input problem" in result.stderr and not (tmp_path / "x.csv").exists()
+
+
+SQRT_MATMUL = """
+func.func @f(%a: tensor<16x16xf32>, %b: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<16x16xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%empty : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %product = linalg.matmul ins(%a, %b : tensor<16x16xf32>, tensor<16x16xf32>)
+                           outs(%acc : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %root = math.sqrt %product : tensor<16x16xf32>
+  return %root : tensor<16x16xf32>
+}
+"""

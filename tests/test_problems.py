@@ -1,4 +1,4 @@
-"""Shapes from the real workload files in ../shared/workloads."""
+"""Shapes from the real workload files in workloads/."""
 import json
 
 import pytest
@@ -7,7 +7,7 @@ from conftest import ROOT, run_script
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.ops import problems
 
-WORKLOADS = ROOT.parent / "shared" / "workloads"
+WORKLOADS = ROOT / "workloads"
 
 
 def test_deepbench_gemm_rows_with_transposes():

@@ -35,11 +35,12 @@ from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.report import outputs
 from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_num_cpu, parse_positive, parse_seconds
-from iree_dispatch_profiler.iree import tunable
+from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.cluster import connect
 from iree_dispatch_profiler.iree.launchers import IreeTools, check_runnable, resolve_target
 from iree_dispatch_profiler.tuning import model as model_tuning
 from iree_dispatch_profiler.tuning import scheduler_config, single_op, strategies
+from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import Settings, Toolchain
 
 
@@ -71,6 +72,7 @@ def parser() -> options.ArgumentParser:
                             "flags instead of searching IREE's curated flag sets first "
                             "(--base-flags='' for IREE's default flags)")
     options.add_parameters(model)
+    options.add_inputs(p)
     p.add_argument("--op", default="all", metavar="INDEX[,INDEX]|all",
                    help="which tunable ops (numbers from --list; default: all)")
     p.add_argument("--tuner", choices=[*strategies.NAMES, *strategies.CONFIG_NAMES], default=None,
@@ -125,6 +127,15 @@ def settings(args: argparse.Namespace) -> Settings:
         raise UserError(f"input {source} does not exist")
     if args.base_flags is not None and not args.model:
         raise UserError("--base-flags applies to --model")
+    if args.spec is not None and not args.model:
+        raise UserError("--spec applies to --model")
+    if args.spec is not None:  # checked now, not after minutes of compiling
+        if not args.spec.is_file():
+            raise UserError(f"--spec {args.spec} does not exist")
+        tuning_spec.read_entries(args.spec)
+    for path in args.inputs or []:
+        if not path.is_file():
+            raise UserError(f"--inputs: {path} does not exist")
     warnings = []
     if config and config.gpu:
         warnings.append(f"{', '.join(config.gpu)} apply to GPU targets; ignored on llvm-cpu")
@@ -141,7 +152,7 @@ def settings(args: argparse.Namespace) -> Settings:
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
                     top=args.top, spec=args.spec, base_flags=args.base_flags,
                     list_only=args.list, timing_source=args.timing_source,
-                    command=options.command_line())
+                    command=options.command_line(), inputs=args.inputs)
 
 
 def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:
@@ -176,9 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.output = Path(tempfile.mkdtemp(prefix="autotune_list_")) / "list.csv"
         status = model_tuning.run_model(s, prepare(args, s))
     else:
+        # the single-op tuner edits the module's text: MLIR bytecode is read as text
+        given, s.input = s.input, modules.as_text(s.input, Path(tempfile.mkdtemp(prefix="autotune_")))
         found = tunable.find(s.input)
         if args.list:
-            single_op.print_list(s.input, found)
+            single_op.print_list(given, found)
             return 0
         if not found:
             raise UserError(f"{s.input} has no tunable op (contraction or convolution)")

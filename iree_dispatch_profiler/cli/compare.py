@@ -47,14 +47,6 @@ def parse_variant(text: str) -> tuple[str, str]:
     return name, value
 
 
-def parse_paths(text: str) -> list[Path]:
-    """`@a.npy,@b.npy` (the @ as in IREE's tools is optional)."""
-    paths = [Path(item.strip().removeprefix("@")) for item in text.split(",")]
-    if not all(str(p) not in ("", ".") for p in paths):
-        raise argparse.ArgumentTypeError(f"empty file name in '{text}'")
-    return paths
-
-
 def parser() -> options.ArgumentParser:
     p = options.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,12 +62,12 @@ def parser() -> options.ArgumentParser:
                    help="a compile variant: extra iree-compile flags, another .mlir module, or a "
                         "transform/tuning spec file; the first is the baseline (two or more)")
     p.add_argument("--function", default=None, help="function to run (default: the only public one)")
-    p.add_argument("--inputs", type=parse_paths, default=None, metavar="@A.npy,@B.npy",
-                   help="one .npy per function argument")
+    options.add_inputs(p)
     p.add_argument("--random-inputs", type=int, default=None, metavar="SEED",
-                   help="numpy.random.rand cast to each argument's type, saved as .npy")
+                   help="numpy.random.rand cast to each argument's type (integers that index a "
+                        "tensor: valid indices), saved as .npy")
     options.add_parameters(p)
-    p.add_argument("--reference", type=parse_paths, default=None, metavar="@OUT.npy,...",
+    p.add_argument("--reference", type=options.parse_paths, default=None, metavar="@OUT.npy,...",
                    help="expected outputs (.npy, one per result) every variant is checked against")
     p.add_argument("--min-effect", type=parse_fraction, default=stats.MIN_EFFECT,
                    metavar="FRACTION", help="smallest speedup claimed as a difference (default: 0.03)")
@@ -114,7 +106,8 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     signature = modules.find_function(args.input, args.function)
     inputs, notes = comparison.module_inputs(
         signature, args.inputs, args.random_inputs, args.output.parent if args.output else work,
-        args.output.stem if args.output else "random")
+        args.output.stem if args.output else "random",
+        modules.index_bounds(args.input, signature.name) if args.random_inputs is not None else {})
     run_flags = options.parameter_flags(args)
     target = resolve_target(tools, options.target_from_args(args))
     device = options.runtime_device(args, target)
@@ -179,8 +172,8 @@ def print_report(report: dict, measured: Measurement) -> None:
     for a in report["agreement"]:
         print(f"agreement {a['variant']} vs {a['baseline']}, output {a['output']}: "
               f"max abs {a['max_abs']:.3g}, max rel {a['max_rel']:.3g}, "
-              f"{a['mismatches']} over tolerance (worst at {tuple(a['worst_index'])}): "
-              + ("ok" if a["ok"] else "DISAGREE"))
+              f"{a['mismatches']} over tolerance; allowed {a['allowed']:.3g} at "
+              f"{tuple(a['worst_index'])}, {a['rule']}: " + ("ok" if a["ok"] else "DISAGREE"))
 
 
 def compare_csv(args) -> int:
@@ -218,6 +211,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes = [m for m in ("input", "dispatch", "csv") if getattr(args, m) is not None]
     if len(modes) != 1:
         raise UserError("give one of --input, --dispatch or --csv")
+    if args.output is not None:  # before any work: a folder that cannot be made is said now
+        try:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot write {args.output}: {error.strerror}") from None
     if args.csv is not None:
         missing = [str(p) for p in args.csv if not p.is_file()]
         if missing:

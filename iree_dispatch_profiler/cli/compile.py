@@ -15,7 +15,7 @@ from typing import Sequence
 
 from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.core.library import UserError
-from iree_dispatch_profiler.core.values import parse_bool, parse_num_cpu
+from iree_dispatch_profiler.core.values import parse_bool, parse_num_cpu, parse_seconds
 from iree_dispatch_profiler.iree.cluster import Builder
 from iree_dispatch_profiler.iree.launchers import IreeTools
 from iree_dispatch_profiler.sweep.build import compile_dispatches
@@ -29,7 +29,7 @@ def parser() -> options.ArgumentParser:
                    help="parallel compiles; -1 = all cores (default)")
     p.add_argument("--force-compile", type=parse_bool, nargs="?", const=True, default=False,
                    metavar="BOOL", help="recompile even up-to-date dispatches")
-    p.add_argument("--compile-timeout", type=float, default=300.0, metavar="SECONDS",
+    p.add_argument("--compile-timeout", type=parse_seconds, default=300.0, metavar="SECONDS",
                    help="limit for one iree-compile run (default: 300)")
     p.add_argument("--verify-only", type=parse_bool, nargs="?", const=True, default=False,
                    metavar="BOOL", help="build only the verify vmfb (checks that every configuration "

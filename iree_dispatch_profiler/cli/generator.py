@@ -55,7 +55,7 @@ def parser() -> options.ArgumentParser:
                             "device supports)")
     group.add_argument("--problems-file", type=Path, default=None, metavar="CSV",
                        help="read shapes from a CSV with named columns (see problems.py), e.g. "
-                            "../shared/workloads/deepbench_gemm.csv")
+                            "workloads/deepbench_gemm.csv")
     group.add_argument("--problems-file-columns", default=None, metavar="FIELD=COLUMN,...",
                        help="map the file's column names to fields (m,n,k,b; n,h,w,c,f,kh,kw,"
                             "stride_h,stride_w,pad_h,pad_w,dil_h,dil_w)")

@@ -93,6 +93,20 @@ def add_dispatches(parser: argparse.ArgumentParser) -> None:
                              "`*` also works as a wildcard (default: all)")
 
 
+def parse_paths(text: str) -> list[Path]:
+    """`@a.npy,@b.npy` (the @ as in IREE's tools is optional)."""
+    paths = [Path(item.strip().removeprefix("@")) for item in text.split(",")]
+    if not all(str(p) not in ("", ".") for p in paths):
+        raise argparse.ArgumentTypeError(f"empty file name in '{text}'")
+    return paths
+
+
+def add_inputs(parser) -> None:
+    parser.add_argument("--inputs", type=parse_paths, default=None, metavar="@A.npy,@B.npy",
+                        help="one .npy per function argument, in order (checked against the "
+                             "function's types)")
+
+
 def add_parameters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE.irpa",
                         help="parameter archive, as in IREE's tools (repeatable)")

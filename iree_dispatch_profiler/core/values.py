@@ -130,11 +130,13 @@ def compile_patterns(text: str) -> list[re.Pattern]:
     for item in (p.strip() for p in text.split(",")):
         if not item:
             raise argparse.ArgumentTypeError(f"empty pattern in '{text}'")
-        try:
-            patterns.append(re.compile(item))
-            wildcard = re.sub(r"(?<![.)\]\\])\*", ".*", item)
-            if wildcard != item:
-                patterns.append(re.compile(wildcard))
-        except re.error as error:
-            raise argparse.ArgumentTypeError(f"invalid regular expression '{item}': {error}") from None
+        wildcard = re.sub(r"(?<![.)\]\\])\*", ".*", item)
+        # the regular expression as written (when it is one), and its shell-wildcard reading
+        for pattern in dict.fromkeys([item, wildcard]):
+            try:
+                patterns.append(re.compile(pattern))
+            except re.error as error:
+                if pattern == wildcard:
+                    raise argparse.ArgumentTypeError(
+                        f"invalid regular expression '{item}': {error}") from None
     return patterns

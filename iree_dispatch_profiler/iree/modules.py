@@ -1,6 +1,7 @@
 """A user's MLIR module as the tools see it: its public functions and their tensor signatures."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,8 +57,12 @@ def walk(operation):
                 yield from walk(op)
 
 
-def parse(text: str, origin: str, context):
-    """An ir.Module, or a one-line UserError naming `origin` and the first diagnostic."""
+BYTECODE_MAGIC = b"ML\xefR"
+
+
+def parse(text: str | bytes, origin: str, context):
+    """An ir.Module from MLIR text or bytecode, or a one-line UserError naming `origin` and the
+    first diagnostic."""
     from iree.compiler import ir
 
     context.allow_unregistered_dialects = True
@@ -68,19 +73,48 @@ def parse(text: str, origin: str, context):
         raise UserError(f"{origin} is not a valid MLIR module: {first[0].strip()}") from None
 
 
-def signatures(path: Path) -> list[Signature]:
+def read(path: Path) -> str | bytes:
+    """A module file's MLIR text, or its bytes when it is MLIR bytecode (.mlirbc)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    if data.startswith(BYTECODE_MAGIC):
+        return data
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is neither MLIR text nor MLIR bytecode") from None
+
+
+def as_text(path: Path, folder: Path) -> Path:
+    """`path` if it holds MLIR text; for MLIR bytecode, its text written to `folder` (the
+    tools that edit a module's text read that)."""
+    data = read(path)
+    if isinstance(data, str):
+        return path
+    from iree.compiler import ir
+
+    with ir.Context() as context:
+        text = str(parse(data, str(path), context))
+    folder.mkdir(parents=True, exist_ok=True)
+    converted = folder / f"{path.stem}.mlir"
+    converted.write_text(text)
+    return converted
+
+
+def signatures(path: Path, source: Path | None = None) -> list[Signature]:
     """Public functions of the module in `path`; arguments and results must be tensors of the
     types in ELEMENT_TYPES (what numpy inputs can feed). A module past IREE's input phase
     (`--compile-to=input`, as autotune.py --model lowers torch, StableHLO and TOSA) passes
-    !hal.buffer_view: its tensor types are those of its hal.tensor.import/export ops."""
+    !hal.buffer_view: its tensor types are those of its hal.tensor.import/export ops, and an
+    argument the graph does not use (no import) has the type it had in `source`, the module
+    before lowering."""
     from iree.compiler import ir
 
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    declared = declared_arguments(source) if source is not None else {}
     with ir.Context() as context:
-        module = parse(text, str(path), context)
+        module = parse(read(path), str(path), context)
         functions = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op
                      for op in module.body.operations if op.operation.name in FUNCTION_OPS}
         found = []
@@ -97,9 +131,48 @@ def signatures(path: Path) -> list[Signature]:
                 body = functions.get(f"{name}$async", op)
                 inputs, results = _abi_types(body)
                 inputs = inputs[:len(kind.inputs)]
-            found.append(Signature(name, tuple(_tensor(t, name) for t in inputs),
-                                   tuple(_tensor(t, name) for t in results)))
+            given = declared.get(name, [])
+            arguments = tuple(given[i] if str(t) == "!hal.buffer_view" and i < len(given)
+                              and given[i] is not None else _tensor(t, name)
+                              for i, t in enumerate(inputs))
+            found.append(Signature(name, arguments, tuple(_tensor(t, name) for t in results)))
     return found
+
+
+# torch's element types (`!torch.vtensor<[1,128],si64>`) as MLIR's
+TORCH_ELEMENTS = {"si64": "i64", "si32": "i32", "si16": "i16", "si8": "i8", "i1": "i1",
+                  "f64": "f64", "f32": "f32", "f16": "f16", "bf16": "bf16"}
+TORCH_TENSOR = re.compile(r"!torch\.vtensor<\[([^\]]*)\],(\w+)>")
+
+
+def declared_arguments(path: Path) -> dict[str, list[TensorType | None]]:
+    """Each function's argument types as the module in `path` declares them (builtin tensors
+    or torch's value tensors), None where a type is neither."""
+    from iree.compiler import ir
+
+    found: dict[str, list[TensorType | None]] = {}
+    with ir.Context() as context:
+        module = parse(read(path), str(path), context)
+        for op in module.body.operations:
+            if op.operation.name not in FUNCTION_OPS:
+                continue
+            name = ir.StringAttr(op.operation.attributes["sym_name"]).value
+            kind = ir.FunctionType(ir.TypeAttr(op.operation.attributes["function_type"]).value)
+            found[name] = [_declared(t) for t in kind.inputs]
+    return found
+
+
+def _declared(kind) -> TensorType | None:
+    from iree.compiler import ir
+
+    if isinstance(kind, ir.RankedTensorType) and str(kind.element_type) in ELEMENT_TYPES:
+        return _tensor(kind, "")
+    match = TORCH_TENSOR.fullmatch(str(kind))
+    if match and match.group(2) in TORCH_ELEMENTS:
+        dims = [d.strip() for d in match.group(1).split(",") if d.strip()]
+        return TensorType(tuple(None if d in ("?", "-1") else int(d) for d in dims),
+                          TORCH_ELEMENTS[match.group(2)])
+    return None
 
 
 def _abi_types(function) -> tuple[list, list]:
@@ -139,10 +212,11 @@ def _tensor(kind, function: str) -> TensorType:
     return TensorType(shape, element)
 
 
-def find_function(path: Path, name: str | None, shown: str = "") -> Signature:
+def find_function(path: Path, name: str | None, shown: str = "",
+                  source: Path | None = None) -> Signature:
     """The function `name`, or the module's only public function (`shown`: how errors name
-    the module)."""
-    found = signatures(path)
+    the module; `source`: the module before lowering, see signatures)."""
+    found = signatures(path, source)
     path = shown or path
     names = [s.name for s in found]
     if name is None:
@@ -156,22 +230,140 @@ def find_function(path: Path, name: str | None, shown: str = "") -> Signature:
     raise UserError(f"{path} has no public function {name} (it has: {', '.join(names) or 'none'})")
 
 
-def random_inputs(signature: Signature, seed: int) -> list[np.ndarray]:
-    """numpy.random.rand cast to each argument's type (integers: uniform in [-4, 4], which
-    rand's [0, 1) would turn into zeros)."""
+# Ops whose result holds the same elements as their first operand (an index tensor reshaped
+# or sliced on its way to the op that reads the table).
+SAME_ELEMENTS = {"tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.reshape",
+                 "tensor.extract_slice", "flow.tensor.reshape", "hal.tensor.barrier",
+                 "util.optimization_barrier"}
+# Scalar ops an index passes through on its way to tensor.extract.
+INDEX_CASTS = {"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui",
+               "arith.trunci"}
+
+
+def index_bounds(path: Path, function: str) -> dict[int, int]:
+    """Integer arguments of `function` whose elements index a tensor (token ids into an
+    embedding table, gather indices): argument number -> the size of the smallest dimension
+    they index. Found on the IR: the argument (or its hal.tensor.import), through reshapes and
+    slices, into a linalg op's body, through index casts, into `tensor.extract`."""
+    from iree.compiler import ir
+
+    with ir.Context() as context:
+        module = parse(read(path), str(path), context)
+        functions = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op
+                     for op in module.body.operations if op.operation.name in FUNCTION_OPS}
+        body = functions.get(f"{function}$async", functions.get(function))
+        if body is None or not body.regions[0].blocks:
+            return {}
+        arguments = list(body.regions[0].blocks[0].arguments)
+        starts = {i: [argument] for i, argument in enumerate(arguments)}
+        for op in walk(body.operation):
+            if op.operation.name == "hal.tensor.import":
+                source = op.operands[0]
+                if isinstance(source.owner, ir.Block) and source in arguments:
+                    starts[ir.BlockArgument(source).arg_number].append(op.results[0])
+        bounds = {}
+        for number, values in starts.items():
+            found = [b for value in values for b in _indexed_sizes(value)]
+            if found:
+                bounds[number] = min(found)
+    return bounds
+
+
+def _indexed_sizes(tensor) -> list[int]:
+    """Sizes of the dimensions the elements of `tensor` index."""
+    from iree.compiler import ir
+
+    sizes, tensors, scalars = [], [tensor], []
+    while tensors:
+        value = tensors.pop()
+        for use in value.uses:
+            owner = use.owner.operation
+            name = owner.name
+            if name in SAME_ELEMENTS and use.operand_number == 0:
+                tensors.append(owner.results[0])
+            elif name.startswith("linalg.") and owner.regions and owner.regions[0].blocks:
+                block = owner.regions[0].blocks[0]
+                if use.operand_number < len(block.arguments):
+                    scalars.append(block.arguments[use.operand_number])
+    while scalars:
+        value = scalars.pop()
+        for use in value.uses:
+            owner = use.owner.operation
+            if owner.name in INDEX_CASTS:
+                scalars.append(owner.results[0])
+            elif owner.name == "tensor.extract" and use.operand_number >= 1:
+                table = ir.RankedTensorType(owner.operands[0].type)
+                dimension = use.operand_number - 1
+                if not table.is_dynamic_dim(dimension):
+                    sizes.append(table.get_dim_size(dimension))
+    return sizes
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a function is run on: `.npy` files and how they were made."""
+
+    paths: tuple[Path, ...]
+    about: str
+
+    @property
+    def flags(self) -> list[str]:
+        return [f"@{p}" for p in self.paths]
+
+
+def random_inputs(signature: Signature, seed: int,
+                  bounds: dict[int, int] | None = None) -> list[np.ndarray]:
+    """numpy.random.rand cast to each argument's type; integers uniform in [-4, 4] (which
+    rand's [0, 1) would turn into zeros), or in [0, bound) for an argument that indexes a
+    dimension of that size (index_bounds)."""
+    bounds = bounds or {}
     rng = np.random.default_rng(seed)
     arrays = []
-    for argument in signature.arguments:
+    for i, argument in enumerate(signature.arguments):
         if not argument.static:
             raise UserError(f"argument {argument} of {signature.name} has a dynamic shape: give "
-                            "--inputs instead of --random-inputs")
-        if np.issubdtype(argument.dtype, np.integer):
-            arrays.append(rng.integers(-4, 5, size=argument.shape).astype(argument.dtype))
-        elif argument.dtype == np.bool_:
+                            "--inputs instead")
+        if argument.dtype == np.bool_:
             arrays.append(rng.random(argument.shape) < 0.5)
+        elif np.issubdtype(argument.dtype, np.integer):
+            low, high = (0, bounds[i]) if i in bounds else (-4, 5)
+            arrays.append(rng.integers(low, high, size=argument.shape).astype(argument.dtype))
         else:
             arrays.append(rng.random(argument.shape).astype(argument.dtype))
     return arrays
+
+
+def describe_random(signature: Signature, seed: int, bounds: dict[int, int]) -> str:
+    """How random_inputs made the inputs, in words."""
+    parts = []
+    for i, argument in enumerate(signature.arguments):
+        if i in bounds:
+            parts.append(f"argument {i} ({argument}) in [0, {bounds[i]}): it indexes a "
+                         f"dimension of {bounds[i]}")
+        elif argument.dtype == np.bool_:
+            parts.append(f"argument {i} ({argument}) random true/false")
+        elif np.issubdtype(argument.dtype, np.integer):
+            parts.append(f"argument {i} ({argument}) uniform in [-4, 4]")
+        else:
+            parts.append(f"argument {i} ({argument}) uniform in [0, 1)")
+    return f"seeded random inputs (seed {seed}): " + ("; ".join(parts) or "no arguments")
+
+
+def save_inputs(arrays: list[np.ndarray], folder: Path, stem: str, about: str) -> Inputs:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = tuple(folder / f"{stem}_input{i}.npy" for i in range(len(arrays)))
+    for array, path in zip(arrays, paths):
+        np.save(path, array)
+    return Inputs(paths, about)
+
+
+def given_inputs(paths: list[Path], signature: Signature) -> Inputs:
+    """--inputs, each checked to exist and to fit its argument."""
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise UserError(f"input file {missing[0]} does not exist")
+    load_inputs(paths, signature)
+    return Inputs(tuple(paths), "given with --inputs: " + " ".join(map(str, paths)))
 
 
 def load_inputs(paths: list[Path], signature: Signature) -> list[np.ndarray]:

@@ -30,7 +30,7 @@ class AttentionOperation:
     k1: int
     k2: int
     n: int
-    dtype: DataType = DataType.f32  # of Q, K, V and the result; IREE accumulates in f32
+    dtype: DataType = DataType.f32  # of Q, K, V and the result
     kind = "attention"
 
     @property
@@ -94,6 +94,23 @@ class AttentionOperation:
 
     def reference(self, *inputs: np.ndarray) -> np.ndarray:
         return self.compute(*inputs)
+
+    @property
+    def accumulator(self) -> DataType:
+        """IREE sums in f32 but rounds the softmax weights to the element type before they
+        meet V (as flash attention does): that rounding, u of the element type per term,
+        dominates for f16 and bf16."""
+        return self.dtype
+
+    def accumulation_scale(self, query: np.ndarray, key: np.ndarray,
+                           value: np.ndarray) -> np.ndarray:
+        """sqrt(k2 * sum_j (p_j v_j)^2) per output element, p the softmax weights: the partial
+        sums of the weighted sum over k2 rows of V (as for a matmul of P and V)."""
+        q, k, v = (a.astype(np.float64) for a in (query, key, value))
+        scores = (q @ np.swapaxes(k, -1, -2)) * self.scale
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        return np.sqrt(self.k2 * (np.square(weights) @ np.square(v)))
 
     def emit_mlir(self, function_name: str, config: TuningConfiguration) -> str:
         (q_shape, t), (k_shape, _), (v_shape, _) = self.inputs

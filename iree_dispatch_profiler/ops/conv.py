@@ -115,6 +115,15 @@ class Conv2dOperation(ConvShape):
     def reference(self, *inputs: np.ndarray) -> np.ndarray:
         return self.compute(*inputs)
 
+    @property
+    def accumulator(self) -> DataType:
+        return self.output_type
+
+    def accumulation_scale(self, image: np.ndarray, filters: np.ndarray) -> np.ndarray:
+        """sqrt(K * sum_k (x_k w_k)^2) per output element, K = C*KH*KW (as for a matmul)."""
+        return np.sqrt(self.reduction_length * self.compute(
+            np.square(image.astype(np.float64)), np.square(filters.astype(np.float64))))
+
     def emit_mlir(self, function_name: str, config: TuningConfiguration) -> str:
         (in_shape, in_t), (f_shape, _) = self.inputs
         in_type, filter_type = tensor_type(in_shape, in_t), tensor_type(f_shape, in_t)

@@ -133,6 +133,18 @@ class MatmulOperation:
     def reference(self, *inputs: np.ndarray) -> np.ndarray:
         return self.compute(*inputs)
 
+    @property
+    def accumulator(self) -> DataType:
+        """The type the products are summed in: linalg's, the result's."""
+        return self.result.dtype
+
+    def accumulation_scale(self, lhs: np.ndarray, rhs: np.ndarray, *_) -> np.ndarray:
+        """sqrt(K * sum_k (a_ik b_kj)^2) per result element: how large the partial sums that
+        a length-K accumulation rounds grow (verification.tolerance)."""
+        squares = replace(self, epilogue="").compute(
+            np.square(lhs.astype(np.float64)), np.square(rhs.astype(np.float64)))
+        return np.sqrt(self.k * squares)
+
     def emit_mlir(self, function_name: str, config: TuningConfiguration) -> str:
         types = [tensor_type(shape, dtype) for shape, dtype in self.inputs]
         out_t = self.result.dtype

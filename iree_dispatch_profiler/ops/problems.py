@@ -1,5 +1,5 @@
 """Problem shapes (MatmulProblem, ConvShape), and shapes from a CSV with named columns
-(--problems-file), e.g. ../shared/workloads/.
+(--problems-file), e.g. the files in workloads/.
 
 Column names differ per source; each field has the aliases below (first match wins), and
 `--problems-file-columns field=column,...` maps any other name.

@@ -47,8 +47,9 @@ def header_from(facts: dict) -> list[tuple[str, str]]:
 
 # --------------------------------------------------------------------------------------------
 def sweep(data: pd.DataFrame, peak: dict | None, command: str = "") -> Page:
-    """A profiler CSV: the sortable table, per operation its configurations' GFLOP/s with
-    intervals (the significant leader marked), and a roofline."""
+    """A profiler CSV: each operation's verdict first, then per operation its configurations'
+    GFLOP/s with intervals (the significant leader marked), the sortable table of every row,
+    and a roofline."""
     iree = data[data["Provider"] == PROVIDER_IREE]
     first = (iree if len(iree) else data).iloc[0] if len(data) else pd.Series(dtype=object)
     facts = {k: first.get(k) for k in HEADER_COLUMNS}
@@ -57,27 +58,9 @@ def sweep(data: pd.DataFrame, peak: dict | None, command: str = "") -> Page:
     facts["command"] = command
     page = Page("Dispatch profile", header_from(facts))
 
-    table = Section("Dispatches", "dispatches")
+    # Verdicts first: what each operation's sweep concluded, then its chart, then every row.
     leaders = {op: leader(rows) for op, rows in data.groupby("Operation", sort=False)}
-    rows = []
-    for _, r in data.iterrows():
-        failed = r.get("Verification") in ("FAILED", "ERROR") or bool(_text(r.get("Reason")))
-        best = leaders.get(r["Operation"]) == r["Dispatch"]
-        rows.append(Row([
-            Cell(_text(r["Dispatch"])), Cell(_text(r["Provider"])), Cell(_text(r["Configuration"])),
-            with_interval(r.get("Runtime(ms)"), r.get("ci_low"), r.get("ci_high"), ".4f"),
-            number(r.get("GFLOPs"), ".1f"), number(r.get("GB/s"), ".2f"),
-            with_interval(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"), ".3f", "x"),
-            Cell(_text(r.get("Verification"))), Cell(_text(r.get("Config applied"))),
-            Cell(_text(r.get("Reason")))], "bad" if failed else "best" if best else ""))
-    table.blocks.append(Block("table", table=Table(
-        "dispatch-table", ["Dispatch", "Provider", "Configuration", "Runtime ms [95%]", "GFLOP/s",
-                           "GB/s", "Speedup over default [95%]", "Verification", "Config applied",
-                           "Reason"], rows)))
-    table.blocks.append(Block("text", text="Green: the operation's significant leader (its "
-                                           "GFLOP/s interval clears every other's); red: failed."))
-    page.sections.append(table)
-
+    page.sections.append(verdicts(data, leaders))
     operations = Section("Configurations per operation", "operations")
     for charted, (operation, group) in enumerate(data.groupby("Operation", sort=False)):
         if charted == MAX_OPERATION_CHARTS:
@@ -101,6 +84,26 @@ def sweep(data: pd.DataFrame, peak: dict | None, command: str = "") -> Page:
         page.chart(operations, operation, figure, f"{operation}: {said}")
     page.sections.append(operations)
 
+    table = Section("Dispatches", "dispatches")
+    rows = []
+    for _, r in data.iterrows():
+        failed = r.get("Verification") in ("FAILED", "ERROR") or bool(_text(r.get("Reason")))
+        best = leaders.get(r["Operation"]) == r["Dispatch"]
+        rows.append(Row([
+            Cell(_text(r["Dispatch"])), Cell(_text(r["Provider"])), Cell(_text(r["Configuration"])),
+            with_interval(r.get("Runtime(ms)"), r.get("ci_low"), r.get("ci_high"), ".4f"),
+            number(r.get("GFLOPs"), ".1f"), number(r.get("GB/s"), ".2f"),
+            with_interval(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"), ".3f", "x"),
+            Cell(_text(r.get("Verification"))), Cell(_text(r.get("Config applied"))),
+            Cell(_text(r.get("Reason")))], "bad" if failed else "best" if best else ""))
+    table.blocks.append(Block("table", table=Table(
+        "dispatch-table", ["Dispatch", "Provider", "Configuration", "Runtime ms [95%]", "GFLOP/s",
+                           "GB/s", "Speedup over default [95%]", "Verification", "Config applied",
+                           "Reason"], rows)))
+    table.blocks.append(Block("text", text="Green: the operation's significant leader (its "
+                                           "GFLOP/s interval clears every other's); red: failed."))
+    page.sections.append(table)
+
     timed = data[(data["Runtime(ms)"] > 0) & (data["Provider"] == PROVIDER_IREE)]
     if len(timed):
         roof = Section("Roofline", "roofline")
@@ -111,6 +114,40 @@ def sweep(data: pd.DataFrame, peak: dict | None, command: str = "") -> Page:
                                                   "the machine that timed the run."))
         page.sections.append(roof)
     return page
+
+
+def verdicts(data: pd.DataFrame, leaders: dict) -> Section:
+    """One row per operation: its significant leader (or none) with its speedup over IREE's
+    default and interval, and how many configurations verified."""
+    rows = []
+    for operation, group in data.groupby("Operation", sort=False):
+        iree = group[group["Provider"] == PROVIDER_IREE]
+        timed = iree[iree["Runtime(ms)"] > 0]
+        name = leaders.get(operation)
+        shown = group[group["Dispatch"] == name] if name else timed.nsmallest(1, "Runtime(ms)")
+        verified = int((iree["Verification"] == "SUCCESS").sum())
+        failed = len(iree) - verified
+        if name:
+            said = f"leader: {shown['Configuration'].iloc[0]}"
+        elif len(shown):
+            said = f"no significant leader (fastest median: {shown['Configuration'].iloc[0]})"
+        else:
+            said = "nothing timed"
+        speedup = (with_interval(shown["speedup"].iloc[0], shown["speedup_ci_low"].iloc[0],
+                                 shown["speedup_ci_high"].iloc[0], ".3f", "x")
+                   if len(shown) else Cell(""))
+        rows.append(Row([Cell(_text(operation)), Cell(said), speedup,
+                         Cell(f"{verified} of {len(iree)} SUCCESS"
+                              + (f", {failed} FAILED/ERROR" if failed else ""))],
+                        "bad" if failed else "best" if name else ""))
+    section = Section("Verdicts", "verdicts")
+    section.blocks.append(Block("table", table=Table(
+        "verdict-table", ["Operation", "Verdict", "Speedup over default [95%]", "Verification"],
+        rows)))
+    section.blocks.append(Block("text", text="A leader's GFLOP/s interval clears every other "
+                                             "configuration's; the speedup is the leader's, or "
+                                             "the fastest median's when there is none."))
+    return section
 
 
 def leader(group: pd.DataFrame) -> str | None:

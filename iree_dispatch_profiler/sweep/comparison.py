@@ -60,29 +60,20 @@ def split_variant(value: str, default_module: Path) -> tuple[Path, list[str]]:
 
 
 def module_inputs(signature: modules.Signature, given: list[Path] | None, seed: int | None,
-                  folder: Path, stem: str) -> tuple[list[str], list[str]]:
+                  folder: Path, stem: str, bounds: dict[int, int]) -> tuple[list[str], list[str]]:
     """The --input values of the function's arguments (given .npy files, checked against the
-    signature, or seeded random ones saved as `folder/<stem>_input<i>.npy`), and notes."""
-    notes = []
+    signature, or seeded random ones saved as `folder/<stem>_input<i>.npy`, index arguments
+    within `bounds`), and notes."""
     if given is not None:
-        missing = [str(p) for p in given if not p.is_file()]
-        if missing:
-            raise UserError(f"input file {missing[0]} does not exist")
-        modules.load_inputs(given, signature)
-        paths = given
-    elif seed is not None:
-        arrays = modules.random_inputs(signature, seed)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = [folder / f"{stem}_input{i}.npy" for i in range(len(arrays))]
-        for array, path in zip(arrays, paths):
-            np.save(path, array)
-        notes.append(f"random inputs (seed {seed}): " + " ".join(str(p) for p in paths))
-    elif signature.arguments:
+        return modules.given_inputs(given, signature).flags, []
+    if seed is not None:
+        made = modules.save_inputs(modules.random_inputs(signature, seed, bounds), folder, stem,
+                                   modules.describe_random(signature, seed, bounds))
+        return made.flags, [f"{made.about}: " + " ".join(map(str, made.paths))]
+    if signature.arguments:
         raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs: give "
                         "--inputs @a.npy,... or --random-inputs SEED")
-    else:
-        paths = []
-    return [f"@{p}" for p in paths], notes
+    return [], []
 
 
 def module_variants(tools: IreeTools, target: Target, device: str, source: Path,
@@ -163,7 +154,7 @@ def dispatch_variants(tools: IreeTools, manifest: Manifest, chosen: list[Dispatc
         variant.benchmark = timers.benchmark(paths.profile_vmfb, dispatch.name, device, buffers,
                                              record.repeat_count, timeout=run_timeout,
                                              whole_call=whole_call)
-    return variants, operation.name, cache.expected().astype(operation.output[1].numpy)
+    return variants, operation.name, cache.expected()[0].astype(operation.output[1].numpy)
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,12 +202,12 @@ def build_report(variants: list[Variant], measured: Measurement,
         if len(expected) != len(variant.outputs):
             raise UserError(f"{len(expected)} reference outputs for {len(variant.outputs)} results")
         for i, (want, got) in enumerate(zip(expected, variant.outputs)):
-            check = agreement(got, want)
+            check = agreement(got, want, i)
             report["agreement"].append({
                 "baseline": against, "variant": variant.name, "output": i,
                 "max_abs": check.max_abs, "max_rel": check.max_rel,
                 "mismatches": check.mismatches, "worst_index": list(check.worst_index),
-                "ok": check.ok})
+                "allowed": check.allowed, "rule": check.rule, "ok": check.ok})
     return report
 
 
@@ -249,6 +240,14 @@ def csv_comparisons(old: Path, new: Path, min_effect: float) -> list[dict]:
         for column in ("ci_low", "ci_high"):
             if column not in frame.columns:
                 frame[column] = np.nan  # an older CSV: no interval, nothing is claimed
+        for column in ("Runtime(ms)", "ci_low", "ci_high"):
+            numbers = pd.to_numeric(frame[column], errors="coerce")
+            bad = frame[column].notna() & numbers.isna()
+            if bad.any():
+                row = frame[bad].iloc[0]
+                raise UserError(f"{path}: {column} of {row['Dispatch']} is "
+                                f"'{row[column]}', not a number")
+            frame[column] = numbers
         frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high"]]
                       .dropna(subset=["Runtime(ms)"]).drop_duplicates("Dispatch", keep="last"))
     both = frames[0].merge(frames[1], on="Dispatch", suffixes=("_old", "_new"))

@@ -181,6 +181,9 @@ class Manifest:
     def open_for_generation(cls, generated_dir: Path, target: Target, iree_version: str) -> "Manifest":
         """The existing manifest to add to, or a new one; refuses a foreign or other-target folder."""
         root = cls.root_of(generated_dir)
+        for folder in (generated_dir, *generated_dir.parents, root):
+            if folder.exists() and not folder.is_dir():
+                raise UserError(f"--generated-dir {generated_dir}: {folder} is a file, not a folder")
         if (root / "manifest.json").is_file():
             manifest = cls.load(generated_dir)
             if manifest.target != target:

@@ -15,7 +15,7 @@ from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.performance_report import (PROVIDER_IREE, PROVIDER_NUMPY,
                                                              PerformanceResult)
-from iree_dispatch_profiler.sweep.verification import ReferenceCache, compare
+from iree_dispatch_profiler.sweep.verification import ReferenceCache
 
 
 class Profiler:
@@ -90,7 +90,7 @@ class Profiler:
                                    "vector bytes": "N/A", "cpu features": "N/A"})
         result.target_summary = kernel.description
         if self.verification_enabled:
-            self.check(operation, kernel.result, cache, result)
+            self.check(kernel.result, cache, result)
         return result, kernel
 
     def prepare(self, dispatch: Dispatch,
@@ -141,11 +141,11 @@ class Profiler:
             return
         finally:
             output.unlink(missing_ok=True)
-        self.check(dispatch.operation, got, cache, result)
+        self.check(got, cache, result)
 
     @staticmethod
-    def check(operation, got, cache: ReferenceCache, result: PerformanceResult) -> None:
-        check = compare(got, cache.expected(), operation.output[1], operation.reduction_length)
+    def check(got, cache: ReferenceCache, result: PerformanceResult) -> None:
+        check = cache.compare(got)
         result.max_abs_error = check.max_abs_error
         result.verification = "SUCCESS" if check.passed else "FAILED"
         if not check.passed:

@@ -26,7 +26,7 @@ from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, IreeTools, compile
                                                    run_module)
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
-from iree_dispatch_profiler.sweep.verification import agreement
+from iree_dispatch_profiler.sweep.verification import Agreement, non_finite, outputs_agreement
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning import strategies
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, NOT_APPLIED, OK, RUN_FAILED,
@@ -67,6 +67,7 @@ class Settings:
     list_only: bool = False
     timing_source: str = DEFAULT_SOURCE
     command: str = ""  # the command line, for the reports
+    inputs: list[Path] | None = None  # --inputs: one .npy per argument of the tuned function
 
 
 @dataclass
@@ -111,8 +112,9 @@ class Tuner:
         # no close needed: the resident worker ends with this process (its stdin closes)
         self.timers = Timers(s.timing_source, self.tools, machine.run, self.work)
         self.sources: dict[str, str] = {}  # build name -> the timing source that timed it
-        self.signatures = {sig.name: sig for sig in modules.signatures(self.signature_source())}
-        self.inputs: dict[str, list[str]] = {}
+        self.signatures = {sig.name: sig for sig in modules.signatures(self.signature_source(),
+                                                                       source=s.input)}
+        self.inputs: dict[str, modules.Inputs] = {}
         self.expected: dict[str, list[np.ndarray]] = {}
         self.default: Build | None = None
         self.facts = {**run_facts(self.tools, self.target, self.device, machine.facts,
@@ -160,28 +162,46 @@ class Tuner:
         text = tunable.with_configs(self.s.input, {op.index: config.compilation_info})
         return self.build(name, text, [], config)
 
+    def check_inputs(self, functions: list[str]) -> None:
+        """--inputs against each function they will feed, before anything compiles."""
+        if self.s.inputs is None:
+            return
+        for function in dict.fromkeys(functions):
+            if function in self.signatures:
+                modules.given_inputs(self.s.inputs, self.signatures[function])
+
     def prepare_function(self, function: str) -> None:
-        """Seeded inputs (saved as .npy) and IREE's default outputs for one function."""
+        """The function's inputs (--inputs, or seeded random ones saved as .npy, index
+        arguments valid) and IREE's default outputs on them, which must be finite."""
         if function in self.expected:
             return
         signature = self.signatures.get(function)
         if signature is None:
             raise UserError(f"function {function} is private: autotune.py runs public functions")
-        arrays = modules.random_inputs(signature, self.s.seed)
-        paths = [self.work / f"{function}_input{i}.npy" for i in range(len(arrays))]
-        for array, path in zip(arrays, paths):
-            np.save(path, array)
-        self.inputs[function] = [f"@{p}" for p in paths]
+        if self.s.inputs is not None:
+            made = modules.given_inputs(self.s.inputs, signature)
+        else:
+            bounds = modules.index_bounds(self.signature_source(), function)
+            made = modules.save_inputs(modules.random_inputs(signature, self.s.seed, bounds),
+                                       self.work, function,
+                                       modules.describe_random(signature, self.s.seed, bounds))
+        self.inputs[function] = made
+        self.log(f"Inputs of {function}: {made.about}")
         outputs, reason = self.run(self.default, function)
         if reason:
             raise UserError(f"the module compiled with IREE's defaults fails to run {function}: {reason}")
+        bad = non_finite(outputs)
+        if bad:
+            raise UserError(f"IREE's default gives NaN/inf on these inputs of {function} ({bad}): "
+                            "an input problem, not a verdict on any candidate; give the inputs "
+                            "the function takes with --inputs")
         self.expected[function] = outputs
 
     def run(self, build: Build, function: str) -> tuple[list[np.ndarray], str]:
         signature = self.signatures[function]
         paths = [self.work / f"{build.name}_{function}_output{i}.bin"
                  for i in range(len(signature.results))]
-        ran = run_module(self.tools, build.vmfb, function, self.device, self.inputs[function],
+        ran = run_module(self.tools, build.vmfb, function, self.device, self.inputs[function].flags,
                          paths, self.s.run_timeout, self.run_flags, self.runner)
         if not ran.ok:
             return [], ran.reason
@@ -191,22 +211,20 @@ class Tuner:
             return [], "an output has an unexpected size"
 
     def benchmark(self, build: Build, function: str, per_dispatch: bool = False) -> Timer:
-        return self.timers.benchmark(build.vmfb, function, self.device, self.inputs[function],
-                                     flags=self.run_flags, timeout=self.s.run_timeout,
+        return self.timers.benchmark(build.vmfb, function, self.device,
+                                     self.inputs[function].flags, flags=self.run_flags, timeout=self.s.run_timeout,
                                      per_dispatch=per_dispatch)
 
-    def verify(self, build: Build, function: str) -> tuple[str, str, float]:
-        """(status, reason, max abs error) of a build's outputs against the default's."""
+    def verify(self, build: Build, function: str) -> tuple[str, str, Agreement | None]:
+        """(status, reason, agreement) of a build's outputs against IREE's default's on the
+        same inputs (None: not compared)."""
         outputs, reason = self.run(build, function)
         if reason:
-            return RUN_FAILED, reason, math.nan
-        worst, ok = 0.0, True
-        for got, want in zip(outputs, self.expected[function]):
-            check = agreement(got, want)
-            worst, ok = max(worst, check.max_abs), ok and check.ok
-        if not ok:
-            return WRONG, f"outputs differ from IREE's default (max abs err {worst:.3g})", worst
-        return OK, "", worst
+            return RUN_FAILED, reason, None
+        check = outputs_agreement(outputs, self.expected[function])
+        if not check.ok:
+            return WRONG, f"outputs differ from IREE's default: {check.detail}", check
+        return OK, "", check
 
     def time(self, builds: list[Build], function: str, seconds: float) -> dict:
         """Interleaved rounds of the default and `builds`: name -> Outcome."""
@@ -299,7 +317,8 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
             row["status"] = NOT_APPLIED
             row["reason"] = "IREE compiled the op with another config (dumped configuration)"
         else:
-            row["status"], row["reason"], row["max_abs_err"] = tuner.verify(build, op.function)
+            row["status"], row["reason"], check = tuner.verify(build, op.function)
+            row["max_abs_err"] = check.max_abs if check else math.nan
             row["verified"] = "yes" if row["status"] == OK else "no"
             if row["status"] == OK:
                 timed.append((row, build))

@@ -30,6 +30,7 @@ from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.tunable import DispatchRoot
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, Benchmark, compile_command, run
 from iree_dispatch_profiler.sweep.measurement import Candidate, Outcome, Protocol, measure
+from iree_dispatch_profiler.sweep.verification import Agreement
 from iree_dispatch_profiler.sweep.plots import model_plot
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import space as tuning_space
@@ -129,11 +130,12 @@ def run_model(s: Settings, toolchain: Toolchain) -> int:
     work = s.output.with_name(s.output.stem + "_work")
     work.mkdir(parents=True, exist_ok=True)
     lowered = lower(toolchain.tools, toolchain.target, s.input, work, s.compile_timeout)
-    function = modules.find_function(lowered, s.function, shown=str(s.input)).name
+    function = modules.find_function(lowered, s.function, shown=str(s.input), source=s.input).name
     cpu = toolchain.target.resolved_cpu()
     log = Log(s.output.with_suffix(".log"))
     log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
     tuner = ModelTuner(s, toolchain, log, lowered, function)
+    tuner.check_inputs([function])
     return tune(tuner, cpu)
 
 
@@ -203,7 +205,8 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         row = {"name": flag_set.name, "flags": flag_set.flags, "why": flag_set.why,
                "chosen": "no", "status": COMPILE_FAILED, "reason": build.reason}
         if not build.reason:
-            row["status"], row["reason"], row["max_abs_err"] = tuner.verify(build, tuner.function)
+            row["status"], row["reason"], check = tuner.verify(build, tuner.function)
+            row["max_abs_err"] = check.max_abs if check else math.nan
             if row["status"] == OK:
                 timed.append(build)
         rows.append(row)
@@ -368,8 +371,7 @@ class ModelResult:
     spec: Path | None  # None: no spec
     flags: FlagSet | None  # the flags shipped with the spec (None: IREE's default flags)
     problems: list[str]
-    outputs_ok: bool
-    max_abs: float
+    agreement: Agreement | None  # the answer's outputs against IREE's default (None: not compared)
     speedup: stats.Estimate | None  # the answer (flags + spec) against IREE's default
     data_tiling: stats.Estimate | None  # IREE's data tiling against its default
     over_data_tiling: stats.Estimate | None  # the answer against IREE's data tiling
@@ -384,6 +386,10 @@ class ModelResult:
     @property
     def answer(self) -> bool:
         return self.spec is not None or self.flags is not None
+
+    @property
+    def outputs_ok(self) -> bool:
+        return self.agreement is None or self.agreement.ok
 
 
 def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
@@ -418,7 +424,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
     time it against IREE's default, its data tiling and the flags alone in interleaved rounds.
     Without a spec the answer is the flags alone (verified by the flag search); without
     either, IREE's default is timed beside its data tiling."""
-    problems, ok, worst, builds = [], True, 0.0, {}
+    problems, builds, check = [], {}, None
     answer = tuner.work / "model_tuned.vmfb"  # what bench_model.py times
     answer.unlink(missing_ok=True)
     if spec is not None:
@@ -427,12 +433,12 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
         if tuned.reason:
             raise UserError(f"the model does not compile with {spec}: {tuned.reason}")
         problems = check_spec(entries, default_roots, tuned_roots)
-        status, reason, worst = tuner.verify(tuned, tuner.function)
-        ok, worst = status == OK, worst if not reason else math.nan
+        check = answer_agreement(tuner, tuned)
         builds.update({"flags": tuner.default} if flags is not None else {})
         builds["tuned"] = tuned
     elif flags is not None:
         shutil.copyfile(tuner.default.vmfb, answer)
+        check = answer_agreement(tuner, tuner.default)
         builds["tuned"] = tuner.default
     outcome, benches = time_model(tuner, builds, seconds)
     # Each dispatch before and after the spec: under the flags alone, and with the spec.
@@ -455,11 +461,18 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
 
     tuned = outcome.get("tuned")
     tiling = outcome.get("data_tiling")
-    return ModelResult(spec, flags, problems, ok, worst,
+    return ModelResult(spec, flags, problems, check,
                        tuned.speedup if tuned and not tuned.reason else None,
                        tiling.speedup if tiling else None, against("data_tiling"),
                        against("flags"), per_target, medians(before), medians(after),
                        model_times(outcome, benches))
+
+
+def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:
+    """The answer's outputs against IREE's default's on the inputs the tuner used."""
+    status, reason, check = tuner.verify(build, tuner.function)
+    return check if check is not None else Agreement(
+        math.inf, math.inf, 0, (), False, 0.0, f"not run: {status}: {reason}")
 
 
 def medians(rows: list[dict]) -> dict[str, float]:
@@ -490,6 +503,8 @@ def model_line(result: ModelResult) -> str:
     and its data tiling`; `slower by ...`, or no significant difference."""
     if not result.answer:
         return "Model: unchanged (no flags or spec beat IREE's default)"
+    if not result.outputs_ok:
+        return "Model: no answer: its outputs disagree with IREE's default (not shipped)"
     speedup, against = result.speedup, "IREE's default"
     if (result.data_tiling is not None and result.data_tiling.median > 1
             and result.over_data_tiling is not None):
@@ -502,25 +517,65 @@ def model_line(result: ModelResult) -> str:
     return f"Model: {stats.direction(speedup)} than {best}"
 
 
-def answer_line(result: ModelResult, flags_path: Path) -> str:
+def answer_flags(result: ModelResult) -> list[str]:
+    """The flags the answer adds to the target's."""
+    return ([*result.flags.args] if result.flags else []) + (
+        [f"{SPEC_FLAG}={result.spec.resolve()}"] if result.spec else [])
+
+
+def answer_line(result: ModelResult, script: Path) -> str:
     """What to compile the model with."""
-    parts = ([f"$(cat {flags_path})"] if result.flags else []) + (
-        [f"{SPEC_FLAG}={result.spec}"] if result.spec else [])
-    return ("Answer: iree-compile <model> <target flags> " + " ".join(parts) if parts
-            else "Answer: IREE's default")
+    if not result.answer:
+        return "Answer: IREE's default"
+    if not result.outputs_ok:
+        return "Answer: IREE's default (the tuned answer's outputs disagree: not shipped)"
+    return f"Answer: sh {script} (the iree-compile command that was timed; inside, the same for another CPU)"
+
+
+def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> None:
+    """`X_compile.sh`: the exact iree-compile command of the timed answer (this target's flags
+    as IREE resolved them), the same with `host` for another machine, and the run command."""
+    s, target = tuner.s, tuner.target
+    vmfb = f"{s.output.stem}_tuned.vmfb"
+    timed = compile_command(tuner.tools, target, s.input.resolve(), Path(vmfb), answer_flags(result))
+    portable = dataclasses.replace(target, cpu="host", cpu_features="", target_triple="",
+                                   cpu_target=None)
+    elsewhere = compile_command(tuner.tools, portable, s.input.resolve(), Path(vmfb),
+                                answer_flags(result))
+    run_line = ["iree-run-module", f"--module={vmfb}", f"--device={tuner.device}",
+                f"--function={tuner.function}", *tuner.run_flags,
+                *(f"--input={i}" for i in tuner.inputs[tuner.function].flags)]
+    cpu = target.resolved_cpu()
+    text = "\n".join([
+        "#!/bin/sh",
+        f"# autotune.py --model's answer for {s.input} (function {tuner.function}), timed on "
+        f"{tuner.timed_on}: {model_line(result)}",
+        f"# The command that was timed, for {cpu.summary} (the tuner also gave "
+        f"{' '.join(SURVEY_FLAGS)} and dump flags, to check the spec):",
+        "set -e",
+        shlex.join(["iree-compile", *timed[1:]]),
+        "# For another machine, the same flags with the CPU IREE finds there:",
+        "#   " + shlex.join(["iree-compile", *elsewhere[1:]]),
+        "# Run it as it was verified:",
+        "#   " + shlex.join(run_line), ""])
+    write_atomically(path, text)
+    path.chmod(0o755)
 
 
 def outputs_line(result: ModelResult) -> str:
-    if not result.answer:
-        return "Outputs: unchanged (no flags or spec)"
+    if result.agreement is None:
+        return "Outputs: not compared (the answer is IREE's default itself)"
     word = "agree" if result.outputs_ok else "DISAGREE"
-    return f"Outputs: {word} (max abs err {result.max_abs:.2g})"
+    return f"Outputs: {word} with IREE's default ({result.agreement.detail})"
 
 
 def comparison_lines(result: ModelResult) -> list[str]:
     """The figures behind the Model line, and IREE's other answer (its data tiling and
-    ukernels) against its default and against the answer."""
+    ukernels) against its default and against the answer (none for an answer whose outputs
+    disagree: it is not faster at anything)."""
     lines = []
+    if not result.outputs_ok:
+        return lines
     for estimate, what in ((result.speedup, "the tuned model against IREE's default"),
                            (result.data_tiling, "IREE data tiling + ukernels against IREE's default"),
                            (result.over_data_tiling, "the tuned model against IREE data tiling"),
@@ -669,7 +724,7 @@ def tune(tuner: ModelTuner, cpu) -> int:
         spec.unlink(missing_ok=True)
         result = measure_model(tuner, [], None, flags.chosen, default_roots, {}, s.confirm_seconds)
     status = conclude(tuner, rows, result, set(winners), stem)
-    if result.spec is not None and result.speedup is not None:
+    if result.spec is not None and result.speedup is not None and result.outputs_ok:
         retry_failed_flags(tuner, flags.failed, result.spec)
     return status
 
@@ -716,29 +771,37 @@ def iree_own(config: TuningConfiguration, dispatches: tuple[str, ...], default_r
 def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_targets: set[int],
              stem: Path) -> int:
     log = tuner.log
-    flags_path = Path(f"{stem}_best_flags.txt")
+    flags_path, script = Path(f"{stem}_best_flags.txt"), Path(f"{stem}_compile.sh")
     flags_path.unlink(missing_ok=True)
-    if result.flags is not None:
+    script.unlink(missing_ok=True)
+    shipped = result.answer and result.outputs_ok
+    if shipped and result.flags is not None:
         flags_path.write_text(result.flags.flags + "\n")
+    if result.spec is not None and not result.outputs_ok:
+        # kept to look at, under a name no one ships by mistake
+        result.spec.replace(result.spec.with_name(f"{result.spec.stem}_rejected.mlir"))
     for problem in result.problems:
         log(f"Spec problem: {problem}")
-    if result.spec is not None:
+    if result.spec is not None and result.outputs_ok:
         together = f" with the flags in {flags_path}" if result.flags else ""
         log(f"Tuning spec {result.spec}{together}: " + (
             "applies as intended" if not result.problems
             else f"{len(result.problems)} problem(s)"))
+    log(f"Inputs: {tuner.inputs[tuner.function].about}")
     log(outputs_line(result))
     log(model_line(result))
     if result.times:
         log(times_line(result))
     for line in comparison_lines(result):
         log(f"({line})")
-    log(answer_line(result, flags_path))
+    if shipped:
+        write_compile_script(tuner, result, script)
+    log(answer_line(result, script))
     report_path, plot = Path(f"{stem}_model_report.md"), Path(f"{stem}_model.png")
     dispatches = dispatch_rows(rows, result, tuned_targets)
     write_report(report_path, dispatches, result)
     write_summary(Path(f"{stem}_model.json"), tuner.facts, dispatches,
-                  [*verdict_lines(result), answer_line(result, flags_path), *result.problems])
+                  [*verdict_lines(result), answer_line(result, script), *result.problems])
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
     log(f"Report: {report_path}; plot: {plot}; ranking: {stem}_dispatches.csv")
     log.timings()

@@ -43,12 +43,13 @@ class TrialWriter:
 
     def __init__(self, path: Path):
         self.path = path
-        if not path.is_file() or path.stat().st_size == 0:
-            with open(path, "w", newline="", encoding="utf-8") as stream:
-                csv.writer(stream).writerow(COLUMNS)
 
     def write(self, row: dict) -> None:
+        # the header with the first row: a run that ends before any trial leaves no file
+        header = not self.path.is_file() or self.path.stat().st_size == 0
         with open(self.path, "a", newline="", encoding="utf-8") as stream:
+            if header:
+                csv.writer(stream).writerow(COLUMNS)
             csv.writer(stream).writerow([_cell(row.get(c, "")) for c in COLUMNS])
             stream.flush()
             os.fsync(stream.fileno())

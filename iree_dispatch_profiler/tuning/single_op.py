@@ -73,6 +73,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
         log(f"  op {op.index}: {op.name} {op.shape} ({op.types}) in {op.function}: "
             f"{len(space.tiles)} tile configs, {len(space.points) - len(space.tiles)} flag points")
     tuner = Tuner(s, toolchain, log)
+    tuner.check_inputs([op.function for op in chosen])
     start = time.perf_counter()
     tuner.default = tuner.build(DEFAULT, None, [])
     if tuner.default.reason:

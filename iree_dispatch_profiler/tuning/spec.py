@@ -92,7 +92,7 @@ def read_entries(path: Path) -> list[Entry]:
 
     entries = []
     with ir.Context() as context:
-        module = modules.parse(path.read_text(), str(path), context)
+        module = modules.parse(modules.read(path), str(path), context)
         for op in modules.walk(module.operation):
             if op.operation.name != "transform.param.constant":
                 continue

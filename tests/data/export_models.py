@@ -5,7 +5,7 @@ torch and iree-turbine are not dependencies of the toolkit. To rerun, in a virtu
 `torch` extra (the CPU build of torch, e.g. from /opt/wheels):
     python -m venv ../turbine && ../turbine/bin/pip install -e ".[torch]"
     ../turbine/bin/python tests/data/export_models.py
-It rewrites the *_torch.mlir files. benchmarks/bench_model.py builds the same modules from
+It rewrites the *_torch.mlir files (and tiny_lm_torch.irpa, its inputs and PyTorch's logits). benchmarks/bench_model.py builds the same modules from
 MODELS to time PyTorch eager beside IREE."""
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 from iree.turbine import aot
 
@@ -65,6 +66,52 @@ class ResNetStage(torch.nn.Module):
         y = torch.relu(f.conv2d(x, k1, b1, stride=2, padding=1))
         y = f.conv2d(y, k2, b2, padding=1)
         return torch.relu(y + f.conv2d(x, ks, bs, stride=2))
+
+
+class TinyLanguageModel(torch.nn.Module):
+    """A causal language model as users export one: int64 token ids into an embedding table,
+    one pre-norm causal transformer block, an LM head; the weights are module parameters
+    (externalized to an .irpa), and `attention_mask` is taken but unused, as HF-style forward
+    signatures carry it."""
+
+    def __init__(self, vocab: int, dim: int, heads: int, ff: int, seq: int):
+        super().__init__()
+        self.heads = heads
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.pos = torch.nn.Parameter(torch.randn(seq, dim) * 0.02)
+        self.ln1, self.ln2, self.ln_f = (torch.nn.LayerNorm(dim) for _ in range(3))
+        self.qkv, self.out = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+        self.ff1, self.ff2 = torch.nn.Linear(dim, ff), torch.nn.Linear(ff, dim)
+        self.head = torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, ids, attention_mask):
+        f = torch.nn.functional
+        batch, seq = ids.shape
+        x = self.embed(ids) + self.pos[:seq]
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=-1)
+        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        attention = f.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(attention.transpose(1, 2).reshape(batch, seq, -1))
+        x = x + self.ff2(f.gelu(self.ff1(self.ln2(x))))
+        return self.head(self.ln_f(x))
+
+
+def export_language_model(path: Path, vocab: int = 96, dim: int = 32, heads: int = 2,
+                          ff: int = 128, seq: int = 32) -> None:
+    """`path` (torch MLIR reading its weights as parameters of scope `model`), `path`'s .irpa
+    beside it, and ids, mask and PyTorch's logits as .npy."""
+    torch.manual_seed(0)
+    model = TinyLanguageModel(vocab, dim, heads, ff, seq).eval()
+    ids = torch.randint(0, vocab, (1, seq), dtype=torch.int64)
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    with torch.no_grad():
+        logits = model(ids, mask)
+    aot.externalize_module_parameters(model)
+    exported = aot.export(model, args=(ids, mask))
+    path.write_text(str(exported.mlir_module))
+    aot.save_module_parameters(str(path.with_suffix(".irpa")), model)
+    for name, array in (("ids", ids), ("mask", mask), ("logits", logits)):
+        np.save(path.with_name(f"{path.stem}_{name}.npy"), array.numpy())
 
 
 def encoder_args(d: int, seq: int, ff: int) -> list[tuple[int, ...]]:
@@ -120,3 +167,5 @@ MODELS = {
 if __name__ == "__main__":
     for name, model in MODELS.items():
         print(f"wrote {model.export(name)}")
+    export_language_model(HERE / "tiny_lm_torch.mlir")
+    print(f"wrote {HERE / 'tiny_lm_torch.mlir'} with its .irpa and .npy files")
