@@ -89,7 +89,7 @@ def side_by_side(name: str, work: Path, seconds: float) -> dict:
         if ran.ok:
             check = agreement(modules.read_outputs([output], signature)[0], expected)
             notes.append(f"outputs: PyTorch eager against IREE default "
-                         f"{'agree' if check.ok else 'DISAGREE'} (max abs err {check.max_abs:.2g})")
+                         f"{'agree' if check.ok else 'DISAGREE'} ({check.detail})")
         call()  # warm: the first call allocates
         candidates.append(Candidate(TORCH, lambda s: timed_calls(call, s)))
         notes.append(f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
