@@ -145,3 +145,25 @@ def test_dispatch_mode_compares_configurations_of_a_generated_operation(tmp_path
         ("default", "default_data_tiling"), ("reference", "default"),
         ("reference", "default_data_tiling")}
     assert all(a["ok"] for a in report["agreement"])
+
+
+def bytecode(text: str, path):
+    from iree.compiler import ir
+    with ir.Context():
+        module = ir.Module.parse(text)
+        with open(path, "wb") as stream:
+            module.operation.write_bytecode(stream)
+    return path
+
+
+def test_mlir_bytecode_is_read_like_text(tmp_path):
+    """A module saved as MLIR bytecode (.mlirbc), as exporters write it, is compared and
+    listed for tuning like its text."""
+    module = bytecode(MATMUL, tmp_path / "mm.mlirbc")
+    result = run_script("compare.py", "--input", module, "--variant", "base=", "--variant", "same=",
+                        "--random-inputs", "3", "--output", tmp_path / "r.json", "--time-budget", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement same vs base, output 0" in result.stdout and result.stdout.rstrip().endswith("r.csv")
+    listed = run_script("autotune.py", "--input", module, "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"1 tunable ops in {module}" in listed.stdout and "linalg.matmul" in listed.stdout

@@ -112,6 +112,10 @@ def test_float_inputs_are_realistic_not_integers():
         assert np.abs(values).max() <= 1 and values.std() > 0.5
         assert np.mean(values != np.round(values)) > 0.99  # not integer-valued
         assert array.dtype == ml_dtypes.bfloat16
+    # no subnormals, which some kernels flush to zero (f16 data tiling without F16C)
+    (half,) = verification.seeded_inputs(mm(1, 1, 1 << 20, "f16t", "f16t", "f32t"), seed=0)[:1]
+    tiny = np.abs(half[(half != 0)]).min()
+    assert tiny >= np.finfo(np.float16).tiny and np.count_nonzero(half == 0) < 200
 
 
 def test_nan_inf_and_wrong_shape_fail():

@@ -58,6 +58,7 @@ def walk(operation):
 
 
 BYTECODE_MAGIC = b"ML\xefR"
+SUFFIXES = (".mlir", ".mlirbc")  # MLIR text, MLIR bytecode
 
 
 def parse(text: str | bytes, origin: str, context):
@@ -87,19 +88,25 @@ def read(path: Path) -> str | bytes:
         raise UserError(f"{path} is neither MLIR text nor MLIR bytecode") from None
 
 
-def as_text(path: Path, folder: Path) -> Path:
-    """`path` if it holds MLIR text; for MLIR bytecode, its text written to `folder` (the
-    tools that edit a module's text read that)."""
+def text_of(path: Path) -> str:
+    """A module file's MLIR text, printed from its bytecode when it is MLIR bytecode."""
     data = read(path)
     if isinstance(data, str):
-        return path
+        return data
     from iree.compiler import ir
 
     with ir.Context() as context:
-        text = str(parse(data, str(path), context))
+        return str(parse(data, str(path), context))
+
+
+def as_text(path: Path, folder: Path) -> Path:
+    """`path` if it holds MLIR text; for MLIR bytecode, its text written to `folder` (the
+    tools that edit a module's text read that)."""
+    if isinstance(read(path), str):
+        return path
     folder.mkdir(parents=True, exist_ok=True)
     converted = folder / f"{path.stem}.mlir"
-    converted.write_text(text)
+    converted.write_text(text_of(path))
     return converted
 
 

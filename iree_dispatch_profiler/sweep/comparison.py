@@ -44,12 +44,12 @@ def split_variant(value: str, default_module: Path) -> tuple[Path, list[str]]:
         raise UserError(f"cannot read variant '{value}': {error}") from None
     for word in words:
         path = Path(word)
-        if word.startswith("-") or not word.endswith(".mlir"):
+        if word.startswith("-") or not word.endswith(modules.SUFFIXES):
             flags.append(word)
         elif not path.is_file():
             raise UserError(f"variant file {word} does not exist")
         else:
-            text = path.read_text(errors="replace")
+            text = modules.text_of(path)
             if "transform.named_sequence" not in text:
                 module = path
             elif "iree_codegen.tuning_spec_entrypoint" in text:

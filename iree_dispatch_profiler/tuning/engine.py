@@ -364,8 +364,14 @@ def confirm(tuner: Tuner, result: OpResult) -> None:
         # The search deleted its vmfbs to keep the work folder small: build the leaders again.
         build = tuner.build_point(op, points[name], f"confirm_op{op.index}_{name}")
         build.name = name
-        if build.vmfb is not None:
-            builds.append(build)
+        if build.vmfb is None:
+            continue
+        # the answer is verified as built, on the inputs it is timed on
+        status, reason, _ = tuner.verify(build, op.function)
+        if reason:
+            tuner.log(f"  {name} rebuilt for the confirmation: {status}: {reason}; left out")
+            continue
+        builds.append(build)
     start = time.perf_counter()
     result.confirmed = tuner.time(builds, op.function, tuner.s.confirm_seconds)
     tuner.log.phase("confirm", time.perf_counter() - start)
