@@ -318,6 +318,18 @@ def test_index_arguments_are_found_on_the_ir(tools, tmp_path):
     assert without.min() < 0  # what the tuner used to feed: ids outside the table
 
 
+def test_every_way_an_export_indexes_with_an_argument_is_found(tools, tmp_path):
+    """Embedding lookups (token and position ids), index_select, and gather through a
+    broadcast of its indices."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import modules
+    from iree_dispatch_profiler.iree.launchers import resolve_target
+    from iree_dispatch_profiler.tuning.model import lower
+    source = DATA / "indexed_inputs_torch.mlir"
+    lowered = lower(tools, resolve_target(tools, Target()), source, tmp_path, 120)
+    assert modules.index_bounds(lowered, "main") == {0: 50, 1: 64, 2: 30, 3: 8}
+
+
 def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path):
     """Without --inputs the ids are drawn inside the table: no candidate is called wrong for
     reading garbage; the answer is verified, and X_compile.sh builds what was timed."""

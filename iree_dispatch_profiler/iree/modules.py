@@ -280,25 +280,26 @@ def _indexed_sizes(tensor) -> list[int]:
     """Sizes of the dimensions the elements of `tensor` index."""
     from iree.compiler import ir
 
-    sizes, tensors, scalars = [], [tensor], []
-    while tensors:
-        value = tensors.pop()
+    sizes, work, seen = [], [tensor], set()
+    while work:
+        value = work.pop()
+        if value in seen:
+            continue
+        seen.add(value)
         for use in value.uses:
             owner = use.owner.operation
             name = owner.name
             if name in SAME_ELEMENTS and use.operand_number == 0:
-                tensors.append(owner.results[0])
+                work.append(owner.results[0])
             elif name.startswith("linalg.") and owner.regions and owner.regions[0].blocks:
-                block = owner.regions[0].blocks[0]
+                block = owner.regions[0].blocks[0]  # a tensor into a linalg op: its elements
                 if use.operand_number < len(block.arguments):
-                    scalars.append(block.arguments[use.operand_number])
-    while scalars:
-        value = scalars.pop()
-        for use in value.uses:
-            owner = use.owner.operation
-            if owner.name in INDEX_CASTS:
-                scalars.append(owner.results[0])
-            elif owner.name == "tensor.extract" and use.operand_number >= 1:
+                    work.append(block.arguments[use.operand_number])
+            elif name == "linalg.yield":  # copied or broadcast out: the op's result
+                work.append(owner.parent.results[use.operand_number])
+            elif name in INDEX_CASTS:
+                work.append(owner.results[0])
+            elif name == "tensor.extract" and use.operand_number >= 1:
                 table = ir.RankedTensorType(owner.operands[0].type)
                 dimension = use.operand_number - 1
                 if not table.is_dynamic_dim(dimension):

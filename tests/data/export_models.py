@@ -96,6 +96,30 @@ class TinyLanguageModel(torch.nn.Module):
         return self.head(self.ln_f(x))
 
 
+class IndexedInputs(torch.nn.Module):
+    """Integer arguments that index tensors the ways exported models do: token ids and
+    position ids into embedding tables, index_select on a weight, and gather along a
+    dimension of an activation (its indices broadcast first)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens, self.positions = torch.nn.Embedding(50, 16), torch.nn.Embedding(64, 16)
+        self.table = torch.nn.Parameter(torch.randn(30, 16))
+
+    def forward(self, ids, position_ids, rows, order):
+        x = self.tokens(ids) + self.positions(position_ids)
+        picked = torch.index_select(self.table, 0, rows)
+        gathered = torch.gather(x, 1, order.unsqueeze(-1).expand(1, 8, 16))
+        return x.sum(-1), picked, gathered
+
+
+def export_indexed_inputs(path: Path) -> None:
+    torch.manual_seed(0)
+    args = (torch.randint(0, 50, (1, 8)), torch.arange(8).unsqueeze(0),
+            torch.randint(0, 30, (4,), dtype=torch.int32), torch.randint(0, 8, (1, 8)))
+    path.write_text(str(aot.export(IndexedInputs().eval(), args=args).mlir_module))
+
+
 def export_language_model(path: Path, vocab: int = 96, dim: int = 32, heads: int = 2,
                           ff: int = 128, seq: int = 32) -> None:
     """`path` (torch MLIR reading its weights as parameters of scope `model`), `path`'s .irpa
@@ -168,4 +192,5 @@ if __name__ == "__main__":
     for name, model in MODELS.items():
         print(f"wrote {model.export(name)}")
     export_language_model(HERE / "tiny_lm_torch.mlir")
+    export_indexed_inputs(HERE / "indexed_inputs_torch.mlir")
     print(f"wrote {HERE / 'tiny_lm_torch.mlir'} with its .irpa and .npy files")
