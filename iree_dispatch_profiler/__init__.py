@@ -10,6 +10,8 @@ Layers, each importing only those before it (tests/test_layout.py holds this):
           comparison, baselines, report, plots, progress
   tuning  strategies, spaces, specs, the seed's cfg, records; one engine with single_op
           and model tuning as its clients
+  report  HTML reports (page, charts, content) from the files the commands write
   cli     options and one module per command (generator, compile, profiler, compare,
-          autotune); the scripts at the top of a checkout and the installed commands call them
+          autotune, report); the scripts at the top of a checkout and the installed commands
+          call them
 """

@@ -5,8 +5,8 @@
   autotune.py --input model.mlir --list
 
 The module is analysed on the IR: every contraction (matmul with any indexing maps,
-batch_matmul, contraction-like linalg.generic) and 2-D convolution is a tunable op. Each op's
-space holds tile configs derived from its shape and the target (kept within IREE's vector-size
+batch_matmul, contraction-like linalg.generic), 2-D convolution and attention is a tunable op.
+Each op's space holds tile configs derived from its shape and the target (kept within IREE's vector-size
 rule), narrowed by the config file, plus compile-flag points (data tiling with ukernels) that
 apply to the whole module. A candidate is compiled with its compilation_info injected into the
 op, checked to carry it, verified against the module compiled with IREE's defaults on the same
@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             single_op.print_list(given, found)
             return 0
         if not found:
-            raise UserError(f"{s.input} has no tunable op (contraction or convolution)")
+            raise UserError(f"{s.input} has no tunable op (contraction, convolution or attention)")
         chosen = single_op.choose_ops(found, s.ops)
         status = single_op.tune(s, prepare(args, s), chosen)
     if args.html is not None and not args.list:

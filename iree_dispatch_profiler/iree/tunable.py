@@ -189,7 +189,7 @@ class DispatchRoot:
     dispatch: str  # the dispatch function, as --dispatch_statistics names it
     name: str  # the root op's name
     operand_types: tuple[str, ...]  # as printed: what a spec matcher compares
-    op: TunableOp | None  # None: not a contraction or convolution
+    op: TunableOp | None  # None: not a contraction, convolution or attention
     lowering_config: str  # the config IREE gave it ("" if none)
 
 
