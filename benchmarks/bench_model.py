@@ -30,6 +30,7 @@ from iree_dispatch_profiler.iree.launchers import INVOCATION, Benchmark, IreeToo
 from iree_dispatch_profiler.sweep.baselines import timed_calls
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.verification import agreement
+from iree_dispatch_profiler.tuning.paths import TuningPaths
 
 MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
     "bert_layer": "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1",
@@ -115,6 +116,7 @@ def main() -> int:
         if name not in MODELS:
             sys.exit(f"bench_model.py: unknown model {name!r} (choose from {', '.join(MODELS)})")
         output = work / f"{name}.csv"
+        paths = TuningPaths(output)
         command = [sys.executable, str(ROOT / "autotune.py"), "--input",
                    str(ROOT / "benchmarks" / "data" / f"{name}_torch.mlir"), "--model",
                    "--output", str(output), "--n-trial", str(args.n_trial),
@@ -131,7 +133,7 @@ def main() -> int:
         print(f"\n== {name}: {MODELS[name]}")
         print(f"tuning wall time {seconds:.0f} s (autotune.py --model --n-trial {args.n_trial}), "
               f"exit {result.returncode}")
-        ranking = pd.read_csv(work / f"{name}_dispatches.csv", keep_default_na=False)
+        ranking = pd.read_csv(paths.ranking, keep_default_na=False)
         print(f"dispatch ranking (of {len(ranking)}; under the chosen flags):")
         for row in ranking.head(SHOWN_DISPATCHES).itertuples():
             target = (f"target {row.target}{' (hot)' if row.hot == 'yes' else ''}"
@@ -140,7 +142,7 @@ def main() -> int:
                   f"{row.root} {row.shape}  [{target}]")
         print("\n".join(line for line in lines if line.startswith(SUMMARY_PREFIXES)
                         or line.startswith("  answer:")))
-        session = side_by_side(name, work / f"{name}_work", args.confirm_seconds)
+        session = side_by_side(name, paths.work, args.confirm_seconds)
         outcomes = session["outcomes"]
         print("whole model call, one interleaved session (median ms [95%]):")
         for label, outcome in outcomes.items():

@@ -157,3 +157,23 @@ def test_the_seed_config_reads_as_printed(tmp_path):
     assert config.output_file == tmp_path / "later.csv"  # a repeated key: the later wins
     assert config.lists == {"tile_m": [64, 128], "tile_n": [32, 64], "tile_k": [32, 64, 128, 256]}
     assert config.tuner == "xgb" and config.n_trial == 16 and config.gpu["block_dim_x"] == [64]
+
+
+def test_spec_entries_are_named_once_and_read_back_by_those_names(tmp_path):
+    """The names the model tuner checks are the names the writer put in the file."""
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    attention = TunableOp(3, "main", "iree_linalg_ext.attention", "attention", (2, 32, 16, 32, 16),
+                          (("batch", (0,)), ("m", (1,)), ("k1", (2,)), ("k2", (3,)), ("n", (4,))),
+                          ("tensor<2x32x16xf32>", "tensor<2x32x16xf32>", "tensor<2x32x16xf32>",
+                           "f32"), "f32", "f32")
+    tuned = [(op, tuning_space.configuration(op, tuning_space.build(op, AVX2, {}, {}).tiles[0]))
+             for op in (MATMUL, attention)]
+    entries = tuning_spec.entries(tuned, intended={3: ("dispatch_7",)})
+    assert [e.name for e in entries] == ["match_op0_matmul", "match_op3_attention"]
+    assert entries[1].intended == ("dispatch_7",) and entries[0].intended == ()
+    path = tmp_path / "spec.mlir"
+    path.write_text(tuning_spec.text(entries))
+    assert path.read_text() == tuning_spec.spec(tuned)
+    read = tuning_spec.read_entries(path)
+    assert [e.name for e in read] == [e.name for e in entries]
+    assert [e.matcher for e in read] == [e.matcher for e in entries]

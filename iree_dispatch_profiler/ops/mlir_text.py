@@ -73,8 +73,15 @@ def tuning_spec(entries: list[SpecEntry]) -> str:
             "iree_codegen.tuning_spec_with_default_entrypoint } {\n" + _APPLY + body + entry + "}\n")
 
 
+def spec_entry_name(op_name: str, index: int | None = None) -> str:
+    """The one naming rule of spec entries: `match_op<N>_<op>` for the tuner's op N,
+    `match_<op>` for the one op of a generated dispatch."""
+    short = op_name.split(".")[-1]
+    return f"match_{short}" if index is None else f"match_op{index}_{short}"
+
+
 def configuration_spec(config: TuningConfiguration) -> str:
     """The spec that attaches `config` to its `spec_root` op, whatever its operands (a generated
     dispatch holds one such op)."""
-    return tuning_spec([SpecEntry(f"match_{config.spec_root.split('.')[-1]}", (config.spec_root,),
+    return tuning_spec([SpecEntry(spec_entry_name(config.spec_root), (config.spec_root,),
                                   (), config.compilation_info)])

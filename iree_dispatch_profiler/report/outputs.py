@@ -13,15 +13,11 @@ from iree_dispatch_profiler.iree.iree_jobs import cpu_model
 from iree_dispatch_profiler.report import content, html
 from iree_dispatch_profiler.report.content import Page
 from iree_dispatch_profiler.sweep.baselines import machine_peak
+from iree_dispatch_profiler.tuning.paths import TuningPaths
 from iree_dispatch_profiler.tuning.space import TILE_KNOBS
 
 SWEEP_COLUMNS = {"Dispatch", "Provider", "Operation", "Runtime(ms)"}
 TRIAL_COLUMNS = {"op", "trial", "candidate", "status"}
-
-
-def beside(path: Path, suffix: str) -> Path:
-    """X.csv -> X<suffix>: how the tuner names its outputs."""
-    return path.with_name(path.stem + suffix)
 
 
 def _read(path: Path) -> str:
@@ -47,22 +43,21 @@ def page_for(path: Path, command: str = "") -> Page:
         if SWEEP_COLUMNS <= set(data.columns):
             return sweep_page(data, command)
         if TRIAL_COLUMNS <= set(data.columns):
-            summary = beside(path, "_model.json")
-            if summary.is_file():
-                return page_for(summary)
-            answer = beside(path, "_answer.json")
-            facts = json.loads(answer.read_text()) if answer.is_file() else {"ops": []}
-            return content.tuning(facts, data, list(TILE_KNOBS), _read(beside(path, "_tuning_spec.mlir")),
-                                  _read(beside(path, "_spec_flags.txt")) or _read(beside(path, "_best_flags.txt")))
+            paths = TuningPaths(path)
+            if paths.model_summary.is_file():
+                return page_for(paths.model_summary)
+            facts = (json.loads(paths.answer.read_text()) if paths.answer.is_file()
+                     else {"ops": []})
+            return content.tuning(facts, data, list(TILE_KNOBS), _read(paths.tuning_spec),
+                                  _read(paths.spec_flags) or _read(paths.best_flags))
     elif path.suffix == ".json":
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as error:
             raise UserError(f"cannot read {path}: {error}") from None
         if isinstance(data, dict) and data.get("kind") == "model":
-            stem = path.with_name(path.stem.removesuffix("_model"))
-            return content.model(data, _read(beside(stem, "_tuning_spec.mlir")),
-                                 _read(beside(stem, "_best_flags.txt")))
+            paths = TuningPaths.beside(path, "_model.json")
+            return content.model(data, _read(paths.tuning_spec), _read(paths.best_flags))
         if isinstance(data, dict) and ("variants" in data or "comparisons" in data):
             return content.comparison(data)
     raise UserError(f"{path} is not a profiler CSV, an autotune.py trial CSV, a model summary "

@@ -29,6 +29,7 @@ from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measur
 from iree_dispatch_profiler.sweep.verification import Agreement, non_finite, outputs_agreement
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning import strategies
+from iree_dispatch_profiler.tuning.paths import TuningPaths
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, NOT_APPLIED, OK, RUN_FAILED,
                                                    TIMING_FAILED, WRONG, Log, TrialWriter,
                                                    trial_row)
@@ -69,6 +70,10 @@ class Settings:
     command: str = ""  # the command line, for the reports
     inputs: list[Path] | None = None  # --inputs: one .npy per argument of the tuned function
 
+    @property
+    def paths(self) -> TuningPaths:
+        return TuningPaths(self.output)
+
 
 @dataclass
 class Toolchain:
@@ -106,7 +111,7 @@ class Tuner:
         machine = toolchain.machine
         self.runner, self.timed_on = machine.run, machine.label  # where candidates run
         self.jobs = self.builder.slots or s.jobs  # compiles at once: here, or on the cluster
-        self.work = s.output.with_name(s.output.stem + "_work")
+        self.work = s.paths.work
         self.work.mkdir(parents=True, exist_ok=True)
         self.device, self.run_flags = toolchain.device, toolchain.run_flags
         # no close needed: the resident worker ends with this process (its stdin closes)
@@ -125,8 +130,8 @@ class Tuner:
 
     def tile_outputs(self) -> str:
         """Where a winning tile config is written."""
-        stem = self.s.output.stem
-        return f"{stem}_tuning_spec.mlir or {stem}_best.mlir"
+        paths = self.s.paths
+        return f"{paths.tuning_spec.name} or {paths.best_module.name}"
 
     def build(self, name: str, text: str | None, flags: Sequence[str],
               config=None) -> Build:
@@ -403,12 +408,12 @@ def report(tuner: Tuner, result: OpResult) -> list[str]:
         lines.append(f"  answer: keep {tuner.reference} (no candidate's interval clears it)")
     else:
         speedup = result.confirmed[result.winner].speedup
-        stem = tuner.s.output.stem
+        paths = tuner.s.paths
         point = next(p for p in result.space.points if p.name == result.winner)
         if point.is_flags:
-            how = f"its flags for the whole module ({stem}_best_flags.txt)"
+            how = f"its flags for the whole module ({paths.best_flags.name})"
         elif point.data_tiling:
-            how = f"{stem}_tuning_spec.mlir with the flags in {stem}_spec_flags.txt"
+            how = f"{paths.tuning_spec.name} with the flags in {paths.spec_flags.name}"
         else:
             how = tuner.tile_outputs()
         lines.append(f"  answer: {result.winner}, {speedup.median:.3f}x {speedup.interval('.3f')} "

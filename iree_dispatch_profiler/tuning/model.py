@@ -81,7 +81,7 @@ class ModelTuner(Tuner):
         return self.lowered
 
     def tile_outputs(self) -> str:
-        return f"{self.s.output.stem}_tuning_spec.mlir (with the other targets' winners)"
+        return f"{self.s.paths.tuning_spec.name} (with the other targets' winners)"
 
     def build_point(self, op, point, name: str) -> Build:
         config = tuning_space.configuration(op, point)
@@ -127,12 +127,12 @@ def lower(tools, target, source: Path, work: Path, timeout: float) -> Path:
 
 def run_model(s: Settings, toolchain: Toolchain) -> int:
     """autotune.py --model."""
-    work = s.output.with_name(s.output.stem + "_work")
+    work = s.paths.work
     work.mkdir(parents=True, exist_ok=True)
     lowered = lower(toolchain.tools, toolchain.target, s.input, work, s.compile_timeout)
     function = modules.find_function(lowered, s.function, shown=str(s.input), source=s.input).name
     cpu = toolchain.target.resolved_cpu()
-    log = Log(s.output.with_suffix(".log"))
+    log = Log(s.paths.log)
     log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
     tuner = ModelTuner(s, toolchain, log, lowered, function)
     tuner.check_inputs([function])
@@ -425,7 +425,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
     Without a spec the answer is the flags alone (verified by the flag search); without
     either, IREE's default is timed beside its data tiling."""
     problems, builds, check = [], {}, None
-    answer = tuner.work / "model_tuned.vmfb"  # what bench_model.py times
+    answer = tuner.s.paths.answer_build  # what bench_model.py times
     answer.unlink(missing_ok=True)
     if spec is not None:
         tuned, tuned_roots = tuner.build_surveyed("model_tuned", [*tuner.base_flags,
@@ -536,7 +536,7 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
     """`X_compile.sh`: the exact iree-compile command of the timed answer (this target's flags
     as IREE resolved them), the same with `host` for another machine, and the run command."""
     s, target = tuner.s, tuner.target
-    vmfb = f"{s.output.stem}_tuned.vmfb"
+    vmfb = s.paths.tuned_vmfb
     timed = compile_command(tuner.tools, target, s.input.resolve(), Path(vmfb), answer_flags(result))
     portable = dataclasses.replace(target, cpu="host", cpu_features="", target_triple="",
                                    cpu_target=None)
@@ -638,8 +638,7 @@ def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[s
 
 # --------------------------------------------------------------------------------------------
 def tune(tuner: ModelTuner, cpu) -> int:
-    s, log, output = tuner.s, tuner.log, tuner.s.output
-    stem = output.with_name(output.stem)
+    s, log, paths = tuner.s, tuner.log, tuner.s.paths
     start = time.perf_counter()
     tuner.iree_default, default_roots = tuner.build_surveyed(DEFAULT, [])
     if tuner.iree_default.reason:
@@ -652,14 +651,14 @@ def tune(tuner: ModelTuner, cpu) -> int:
     # --list ranks the dispatches of IREE's default, quickly; a given spec is checked under
     # IREE's default flags or --base-flags
     if not s.list_only and (s.spec is None or s.base_flags is not None):
-        flags = search_flags(tuner, default_roots, Path(f"{stem}_flags.csv"))
+        flags = search_flags(tuner, default_roots, paths.flags_record)
     if flags.chosen is not None:
         # Candidates are measured against, and their specs checked against, the flags alone.
         tuner.base_flags, default_roots = flags.chosen.args, flags.roots
         tuner.default = dataclasses.replace(flags.build, name=DEFAULT)
         tuner.reference = f"the flags {flags.chosen.name} alone"
     start = time.perf_counter()
-    ranking_path = Path(f"{stem}_dispatches.csv")
+    ranking_path = paths.ranking
     if ranking_path.is_file() and not s.list_only:
         # resume: the same targets, numbered as before
         rows = read_table(ranking_path, RANKING_COLUMNS, "a dispatch ranking")
@@ -678,7 +677,7 @@ def tune(tuner: ModelTuner, cpu) -> int:
     if s.spec is not None:  # check a given spec and measure the model with it
         result = measure_model(tuner, tuning_spec.read_entries(s.spec), s.spec, flags.chosen,
                                default_roots, {}, s.confirm_seconds)
-        return conclude(tuner, rows, result, set(), stem)
+        return conclude(tuner, rows, result, set())
     chosen = targets(rows, default_roots)
     earlier, writer = load_trials(output), TrialWriter(output)
     deadline = time.perf_counter() + (s.time_budget or math.inf)
@@ -702,12 +701,12 @@ def tune(tuner: ModelTuner, cpu) -> int:
     for number in [n for n in winners if iree_own(configs[n], by_number[n].dispatches, default_roots)]:
         log(f"target {number}: its winner {winners.pop(number).winner} is IREE's own config there "
             "(a speedup measured on the same code is noise): left out of the spec")
-    spec = Path(f"{stem}_tuning_spec.mlir")
+    spec = paths.tuning_spec
     while winners:
-        tuned = [(by_number[n].op, configs[n]) for n in winners]
-        spec.write_text(tuning_spec.spec(tuned))
-        entries = [Entry(f"match_op{op.index}", config, Matcher.of(op),
-                         by_number[op.index].dispatches) for op, config in tuned]
+        # the entries as written: the check names what is in the file
+        entries = tuning_spec.entries([(by_number[n].op, configs[n]) for n in winners],
+                                      intended={n: by_number[n].dispatches for n in winners})
+        spec.write_text(tuning_spec.text(entries))
         result = measure_model(tuner, entries, spec, flags.chosen, default_roots, by_number,
                                s.confirm_seconds)
         # A winner measured alone can lose beside the others: drop it and measure again.
@@ -723,7 +722,7 @@ def tune(tuner: ModelTuner, cpu) -> int:
             + " inside the model: no tuning spec")
         spec.unlink(missing_ok=True)
         result = measure_model(tuner, [], None, flags.chosen, default_roots, {}, s.confirm_seconds)
-    status = conclude(tuner, rows, result, set(winners), stem)
+    status = conclude(tuner, rows, result, set(winners))
     if result.spec is not None and result.speedup is not None and result.outputs_ok:
         retry_failed_flags(tuner, flags.failed, result.spec)
     return status
@@ -745,7 +744,7 @@ def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> 
         if reason:
             tuner.log(line + f"compile, but {status}: {reason}")
             continue
-        answer = tuner.work / "model_tuned.vmfb"
+        answer = tuner.s.paths.answer_build
         benches = {n: tuner.benchmark(b, tuner.function) for n, b in
                    (("answer", Build("answer", answer)), (flag_set.name, build))}
         measured = measure([Candidate(n, b.sample) for n, b in benches.items()], "answer",
@@ -768,10 +767,11 @@ def iree_own(config: TuningConfiguration, dispatches: tuple[str, ...], default_r
     return all(default_roots[d].lowering_config == wanted for d in dispatches if d in default_roots)
 
 
-def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_targets: set[int],
-             stem: Path) -> int:
+def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
+             tuned_targets: set[int]) -> int:
     log = tuner.log
-    flags_path, script = Path(f"{stem}_best_flags.txt"), Path(f"{stem}_compile.sh")
+    paths = tuner.s.paths
+    flags_path, script = paths.best_flags, paths.compile_script
     flags_path.unlink(missing_ok=True)
     script.unlink(missing_ok=True)
     shipped = result.answer and result.outputs_ok
@@ -779,7 +779,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_tar
         flags_path.write_text(result.flags.flags + "\n")
     if result.spec is not None and not result.outputs_ok:
         # kept to look at, under a name no one ships by mistake
-        result.spec.replace(result.spec.with_name(f"{result.spec.stem}_rejected.mlir"))
+        result.spec.replace(paths.rejected_spec if result.spec == paths.tuning_spec
+                            else result.spec.with_name(f"{result.spec.stem}_rejected.mlir"))
     for problem in result.problems:
         log(f"Spec problem: {problem}")
     if result.spec is not None and result.outputs_ok:
@@ -797,13 +798,13 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult, tuned_tar
     if shipped:
         write_compile_script(tuner, result, script)
     log(answer_line(result, script))
-    report_path, plot = Path(f"{stem}_model_report.md"), Path(f"{stem}_model.png")
+    report_path, plot = paths.model_report, paths.model_plot
     dispatches = dispatch_rows(rows, result, tuned_targets)
     write_report(report_path, dispatches, result)
-    write_summary(Path(f"{stem}_model.json"), tuner.facts, dispatches,
+    write_summary(paths.model_summary, tuner.facts, dispatches,
                   [*verdict_lines(result), answer_line(result, script), *result.problems])
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
-    log(f"Report: {report_path}; plot: {plot}; ranking: {stem}_dispatches.csv")
+    log(f"Report: {report_path}; plot: {plot}; ranking: {paths.ranking}")
     log.timings()
     log(tuner.builder.summary())
     return 0 if result.outputs_ok and not result.problems else 1

@@ -64,7 +64,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
                             "tiles and stay within IREE's vector-size limit)")
         spaces.append(space)
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
-    log = Log(s.output.with_suffix(".log"))
+    log = Log(s.paths.log)
     for warning in s.warnings:
         log(f"warning: {warning}")
     log(f"Tuning {len(chosen)} op(s) of {s.input} for {cpu.summary} with {s.tuner}, "
@@ -93,10 +93,10 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
         answers.append({"op": op.index, "name": op.name, "shape": op.shape, "types": op.types,
                         "lines": report(tuner, result)})
     export(tuner, results)
-    answer = s.output.with_name(s.output.stem + "_answer.json")
+    answer = s.paths.answer
     write_atomically(answer, json.dumps({"kind": "tuning", "facts": tuner.facts, "ops": answers},
                                         indent=1) + "\n")
-    progress = s.output.with_name(s.output.stem + "_progress.png")
+    progress = s.paths.progress_plot
     plot_progress(results, progress)
     log(f"Trials: {s.output}; progress plot: {progress}")
     log.timings()
@@ -107,26 +107,26 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
 def export(tuner: Tuner, results: list[OpResult]) -> None:
     """X_best.mlir and X_tuning_spec.mlir for the best tile configs (whatever won), the spec
     proven to apply, and X_best_flags.txt when a flag point won."""
-    s, log, output = tuner.s, tuner.log, tuner.s.output
+    s, log, paths = tuner.s, tuner.log, tuner.s.paths
     start = time.perf_counter()
     tuned = [(r.op, r.best_tile, tuning_space.configuration(r.op, r.best_tile))
              for r in results if r.best_tile]
     if tuned:
         attached = {op.index: c.compilation_info for op, _, c in tuned if not c.spec_root}
         if attached:
-            best = output.with_name(output.stem + "_best.mlir")
+            best = paths.best_module
             best.write_text(tunable.with_configs(s.input, attached))
             log(f"Best module: {best}")
         # a data-tiled config reaches its mmt4d only under data tiling's flags
         flags = list(dict.fromkeys(f for _, _, c in tuned for f in c.flags))
         if flags:
-            path = output.with_name(output.stem + "_spec_flags.txt")
+            path = paths.spec_flags
             path.write_text(" ".join(flags) + "\n")
             log(f"Flags the tuning spec needs (a data-tiled config): {path} ({' '.join(flags)})")
         matchers = {}
         for op, point, _ in tuned:
             matchers.update(tuning_space.spec_matchers(op, point))
-        spec = output.with_name(output.stem + "_tuning_spec.mlir")
+        spec = paths.tuning_spec
         spec.write_text(tuning_spec.spec([(op, c) for op, _, c in tuned], matchers))
         check = tuner.build("spec_check", None, [*flags, f"{SPEC_FLAG}={spec.resolve()}"])
         if check.reason:
@@ -141,7 +141,7 @@ def export(tuner: Tuner, results: list[OpResult]) -> None:
     flag_winners = [r for r in results if r.winner.startswith("flags_")]
     if flag_winners:
         point = next(p for p in flag_winners[0].space.points if p.name == flag_winners[0].winner)
-        path = output.with_name(output.stem + "_best_flags.txt")
+        path = paths.best_flags
         path.write_text(point.flags + "\n")
         log(f"Best flags: {path} ({point.flags})")
     log.phase("export", time.perf_counter() - start)

@@ -17,20 +17,34 @@ from iree_dispatch_profiler.ops import mlir_text
 ONLINE_ATTENTION = "iree_linalg_ext.online_attention"
 
 
+def entries(tuned: list[tuple[TunableOp, TuningConfiguration]],
+            matchers: dict[int, "Matcher"] | None = None,
+            intended: dict[int, tuple[str, ...]] | None = None) -> list["Entry"]:
+    """One entry per (op, config) pair, named by mlir_text.spec_entry_name; ops of identical
+    name and types must share a config. `matchers` (op index -> Matcher) stand in for an op's
+    own, e.g. for the mmt4d data tiling makes of it (the entry is named after that op);
+    `intended`: op index -> the dispatches its entry is meant to configure."""
+    found = []
+    for op, config in tuned:
+        stand_in = (matchers or {}).get(op.index)
+        named = stand_in.op_names[0] if stand_in else op.name
+        found.append(Entry(mlir_text.spec_entry_name(named, op.index), config,
+                           stand_in or Matcher.of(op), (intended or {}).get(op.index, ())))
+    return found
+
+
+def text(spec_entries: list["Entry"]) -> str:
+    """The spec file holding exactly these entries, under their names."""
+    return mlir_text.tuning_spec([mlir_text.SpecEntry(e.name, e.matcher.op_names,
+                                                      e.matcher.operand_types,
+                                                      e.config.compilation_info)
+                                  for e in spec_entries if e.matcher is not None])
+
+
 def spec(tuned: list[tuple[TunableOp, TuningConfiguration]],
          matchers: dict[int, "Matcher"] | None = None) -> str:
-    """The spec text for (op, config) pairs; ops of identical name and types must share a config.
-    `matchers` (op index -> Matcher) stand in for an op's own, e.g. for the mmt4d data tiling
-    makes of it."""
-    entries = []
-    for op, config in tuned:
-        matcher = (matchers or {}).get(op.index)
-        matched = (matcher.op_names[0] if matcher else op.name).split(".")[-1]
-        matcher = matcher or Matcher.of(op)
-        entries.append(mlir_text.SpecEntry(f"match_op{op.index}_{matched}",
-                                           matcher.op_names, matcher.operand_types,
-                                           config.compilation_info))
-    return mlir_text.tuning_spec(entries)
+    """The spec text for (op, config) pairs (see `entries`)."""
+    return text(entries(tuned, matchers))
 
 
 # --------------------------------------------------------------------------------------------
