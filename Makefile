@@ -6,7 +6,7 @@ GEN ?= gen
 # seconds of interleaved timing rounds per operation: 12 operations keep `make run` near 4 minutes
 BUDGET ?= 10
 
-.PHONY: setup run test browser bench clean
+.PHONY: setup run test fast browser bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,10 +23,18 @@ run: setup
 	-$(PY) compile.py --generated-dir $(GEN)
 	$(PY) profiler.py --generated-dir $(GEN) --output $(GEN)/data.csv --time-budget=$(BUDGET) --html $(GEN)/report.html
 
-# The HTML reports' tests open them in Debian's headless chromium: installed here where missing
-# (the tests skip, saying why, where it cannot be).
+# The lint gate, then the fast lane (no IREE tool runs: seconds), then the tests that drive the
+# real IREE tools. The HTML reports' tests open them in Debian's headless chromium: installed
+# here where missing (the tests skip, saying why, where it cannot be).
 test: setup browser
-	$(PY) -m pytest -q
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not iree"
+	$(PY) -m pytest -q -m iree
+
+# The lint gate and the fast lane alone.
+fast: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not iree"
 
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \

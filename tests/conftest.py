@@ -1,55 +1,12 @@
-"""Shared helpers: run the real scripts (and so the real IREE tools) as a user would."""
+"""Fixtures and the test session's settings; shared functions and constants are in helpers.py."""
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from iree_dispatch_profiler.core.library import CpuTarget
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA_DIR = ROOT / "tests" / "data"
-# The scripts' compile cache (compile_cache.default_dir): one per test session, shared by its
-# tests as by a user's runs, and never the user's own.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="idp_test_cache_")
-
-# One CPU of each SIMD family, as IREE resolves them (native_vector_size), for tests that need
-# no compiler.
-AVX2 = CpuTarget("haswell", "+avx,+avx2,+fma,+f16c", "", "x86_64", 32, 256 << 10)
-AVX512 = CpuTarget("skylake-avx512", "+avx,+avx2,+avx512f,+f16c,+fma", "", "x86_64", 64, 1 << 20)
-NEON = CpuTarget("neoverse-n1", "+neon,+fullfp16,+dotprod", "aarch64-unknown-linux-gnu",
-                 "aarch64", 16, 1 << 20)
-
-
-# Profiler settings for tests: three short rounds (enough for an interval), whatever the precision.
-FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget=1"]
-
-
-def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+import helpers  # noqa: F401  (sets the session's compile cache before any test runs)
 
 
 @pytest.fixture(scope="session")
 def tools():
     from iree_dispatch_profiler.iree.launchers import IreeTools
     return IreeTools.locate()
-
-
-def default_f32_matmul(folder: Path, m: int, n: int, k: int):
-    """IREE's default for one f32 matmul, generated and compiled in `folder`: its manifest,
-    dispatch, paths and input buffers."""
-    from iree_dispatch_profiler.sweep.manifest import Manifest
-    from iree_dispatch_profiler.sweep.verification import ReferenceCache
-    assert run_script("generator.py", "--generated-dir", folder, f"--problem-m={m}",
-                      f"--problem-n={n}", f"--problem-k={k}", "--data-types=f32t_f32t_f32t",
-                      "--dispatches=_default$").returncode == 0
-    assert run_script("compile.py", "--generated-dir", folder).returncode == 0
-    manifest = Manifest.load(folder)
-    dispatch = manifest.dispatches[0]
-    cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
-    return manifest, dispatch, manifest.paths(dispatch), cache.ensure_inputs()

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import AVX2, AVX512, FAST, NEON, run_script
+from helpers import AVX2, AVX512, FAST, NEON, run_script
 from iree_dispatch_profiler.core.library import DataType
 from iree_dispatch_profiler.ops import cpu_tiles
 from iree_dispatch_profiler.ops.attention import AttentionOperation
@@ -68,6 +68,7 @@ def attention_sweep(tmp_path_factory):
     return profiled, pd.read_csv(csv)
 
 
+@pytest.mark.iree
 def test_attention_dispatches_verify_against_numpy_and_configs_apply(attention_sweep):
     profiled, data = attention_sweep
     assert profiled.returncode == 0, profiled.stdout[-3000:]
@@ -78,6 +79,7 @@ def test_attention_dispatches_verify_against_numpy_and_configs_apply(attention_s
     assert set(data[data["Provider"] == "numpy"]["Configuration"]) == {"numpy"}
 
 
+@pytest.mark.iree
 @pytest.mark.parametrize("cpu, triple", [("haswell", ""), ("neoverse-n1", "aarch64-unknown-linux-gnu")])
 def test_attention_configs_compile_for_other_cpus(tmp_path, cpu, triple):
     target = [f"--cpu={cpu}"] + ([f"--target-triple={triple}"] if triple else [])

@@ -10,7 +10,9 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import DATA_DIR as DATA, ROOT, run_script
+from helpers import DATA_DIR as DATA, ROOT, run_script
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 # Short sessions: these tests check what happens, not which config is fastest.
 QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2"]
 

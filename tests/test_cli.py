@@ -1,7 +1,9 @@
 """Bad input: one line naming the problem, exit 2, no traceback, nothing written."""
 import pytest
 
-from conftest import run_script
+from helpers import run_script
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 GENERATOR_ERRORS = [
     (["--problem-m=abc", "--problem-n=8", "--problem-k=8"], "not an integer"),

@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import FAST, ROOT, run_script
+from helpers import FAST, ROOT, run_script
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 OPERATION = "matmul_64x64x64_f32t_f32t_f32t"
 FOLDER = Path("generated/linalg/matmul") / OPERATION

@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import run_script
+from helpers import run_script
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 MATMUL = """func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> tensor<512x512xf32> {
   %zero = arith.constant 0.0 : f32

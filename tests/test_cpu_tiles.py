@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from conftest import AVX2, AVX512, NEON
+from helpers import AVX2, AVX512, NEON
 from iree_dispatch_profiler.core.library import DataType, Device, Target, TensorDescription
 from iree_dispatch_profiler.ops import cpu_tiles, matmul
 from iree_dispatch_profiler.ops.conv import Conv2dOperation

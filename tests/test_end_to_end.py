@@ -10,8 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import FAST, run_script
+from helpers import FAST, run_script
 from iree_dispatch_profiler.sweep.performance_report import COLUMNS
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 CPUS = ["host"] + (["haswell"] if X86 else [])

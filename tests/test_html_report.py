@@ -8,7 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import DATA_DIR as DATA, FAST, run_script
+from helpers import DATA_DIR as DATA, FAST, run_script
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2"]
 MLP = DATA / "mlp_torch.mlir"

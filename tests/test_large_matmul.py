@@ -6,9 +6,11 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import FAST, run_script
+from helpers import FAST, run_script
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.ops import cpu_tiles
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 EDGE = cpu_tiles.MIN_LARGE_DIMENSION  # the smallest large problem: cheap to compile and run
 SHAPE = [f"--problem-m={EDGE}", f"--problem-n={EDGE}", f"--problem-k={EDGE}", "--data-types=f32"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, ROOT
+from helpers import FAST, ROOT
 
 PACKAGE = "iree_dispatch_profiler"
 # Lowest first: a module may import its own layer and those before it.
@@ -192,6 +192,7 @@ def installed(tmp_path_factory) -> Path:
     return env
 
 
+@pytest.mark.iree
 def test_installed_commands_run_from_any_folder_through_to_a_verified_row(installed, tmp_path):
     bin_dir = installed / "bin"
     where = subprocess.run([bin_dir / "python", "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],

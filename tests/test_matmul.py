@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from conftest import AVX2
+from helpers import AVX2
 from iree_dispatch_profiler.core.library import (DataType, Device, Layout, Target,
                                                  TensorDescription, TuningConfiguration)
 from iree_dispatch_profiler.ops import cuda_tiles, matmul

@@ -1,14 +1,17 @@
 """The profiler times the computation, not the invocation: its per-dispatch time agrees with
 IREE's own record of each dispatch run (HAL device profiling, read by hand with iree-profile) on
 the same vmfb."""
+import pytest
 import json
 import statistics
 
 import pandas as pd
 
-from conftest import default_f32_matmul, run_script
+from helpers import default_f32_matmul, run_script
 from iree_dispatch_profiler.iree.launchers import WARMUP_SECONDS, run
 from iree_dispatch_profiler.sweep.build import CompileRecord
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 
 def test_profiler_time_is_the_dispatch_time(tmp_path, tools):

@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import DATA_DIR as DATA, run_script
+from helpers import DATA_DIR as DATA, run_script
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 MLP = DATA / "mlp_torch.mlir"
 ENCODER = DATA.parent.parent / "benchmarks" / "data" / "encoder_block_torch.mlir"  # 4 heads, 128 x 64

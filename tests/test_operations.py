@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FAST, run_script
+from helpers import FAST, run_script
 from iree_dispatch_profiler.ops.conv import LAYOUTS, Conv2dOperation
 from iree_dispatch_profiler.core.library import DataType
 from iree_dispatch_profiler.sweep.manifest import Manifest
@@ -53,6 +53,7 @@ def breadth(tmp_path_factory):
     return gen, profiled, pd.read_csv(csv)
 
 
+@pytest.mark.iree
 def test_every_kind_and_data_type_verifies(breadth):
     _, profiled, data = breadth
     assert profiled.returncode == 0, profiled.stdout[-3000:]
@@ -69,6 +70,7 @@ def test_every_kind_and_data_type_verifies(breadth):
     assert "fused_matmul_67x64x64_i8t_i8t_i32t_bias_relu" in set(iree["Operation"])
 
 
+@pytest.mark.iree
 def test_split_k_rows_report_their_mode_and_slices(breadth):
     data = breadth[2]
     split = data[(data["op_kind"] == "split_k_matmul") & (data["Provider"] == "IREE Codegen")]
@@ -77,6 +79,7 @@ def test_split_k_rows_report_their_mode_and_slices(breadth):
     assert split["compile flags"].str.contains("--iree-dispatch-creation-split-matmul-reduction=4").all()
 
 
+@pytest.mark.iree
 def test_tile_configs_apply_except_on_batch_1_convolutions(breadth):
     data = breadth[2]
     tiled = data[data["Configuration"].str.startswith("tile_config_")]
@@ -85,6 +88,7 @@ def test_tile_configs_apply_except_on_batch_1_convolutions(breadth):
     assert len(tiled[~batch_one]) > 20 and (tiled[~batch_one]["Config applied"] == "yes").all()
 
 
+@pytest.mark.iree
 def test_numpy_provider_rows_sit_beside_iree_rows(breadth):
     _, profiled, data = breadth
     numpy = data[data["Provider"] == "numpy"]
@@ -93,6 +97,7 @@ def test_numpy_provider_rows_sit_beside_iree_rows(breadth):
     assert "best IREE / numpy" in profiled.stdout
 
 
+@pytest.mark.iree
 def test_plots_are_written(breadth):
     plots = breadth[0] / "plots"
     assert (plots / "roofline.png").stat().st_size > 10_000
@@ -127,6 +132,7 @@ def test_conv_names_follow_the_scheme():
     assert op.gemm_shape == (2 * 32 * 32, 1280, 1280 * 9)
 
 
+@pytest.mark.iree
 def test_cuda_configs_of_every_kind_compile_for_f16_and_bf16(tmp_path):
     result = run_script("generator.py", "--generated-dir", tmp_path, "--device=cuda",
                         "--operation-kind=conv2d,batch_matmul,fused_matmul",

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import ROOT, run_script
+from helpers import ROOT, run_script
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.ops import problems
 
@@ -47,6 +47,7 @@ def test_column_map_and_missing_columns(tmp_path):
     assert found == [problems.MatmulProblem(8, 16, 32)]
 
 
+@pytest.mark.iree
 def test_generator_reads_a_problems_file(tmp_path):
     result = run_script("generator.py", "--generated-dir", tmp_path, "--problems-file",
                         WORKLOADS / "sdxl_unet_mm_shapes.csv", "--data-types=f16t_f16t_f32t",
@@ -57,6 +58,7 @@ def test_generator_reads_a_problems_file(tmp_path):
     assert (2048, 1280, 1280) in shapes and (2, 1280, 2816) in shapes
 
 
+@pytest.mark.iree
 @pytest.mark.parametrize("content,message", [
     ("m,n,k\n8,x,4\n", "is not a number"),
     ("m,n,k\n", "has no rows"),
@@ -70,6 +72,7 @@ def test_bad_problems_files_are_user_errors(tmp_path, content, message):
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "gen").exists()
 
 
+@pytest.mark.iree
 def test_batch_matmul_takes_the_batched_rows_of_a_file(tmp_path):
     path = tmp_path / "sizes.csv"
     path.write_text("b,m,n,k\n,8,8,8\n3,4,4,4\n")

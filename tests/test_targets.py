@@ -5,7 +5,9 @@ import platform
 
 import pytest
 
-from conftest import FAST, run_script
+from helpers import FAST, run_script
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 CROSS_TARGETS = {

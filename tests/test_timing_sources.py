@@ -6,13 +6,15 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from conftest import default_f32_matmul, run_script
+from helpers import default_f32_matmul, run_script
 from iree_dispatch_profiler.iree import launchers
 from iree_dispatch_profiler.iree.launchers import (DEVICE_PROFILING, DISPATCH_STATISTICS,
                                                    Benchmark, ProcessResult, run)
 from iree_dispatch_profiler.iree.resident import RESIDENT
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
+
+pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 
 @pytest.fixture(scope="module")

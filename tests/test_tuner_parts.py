@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import AVX2, AVX512, DATA_DIR, NEON
+from helpers import AVX2, AVX512, DATA_DIR, NEON
 from iree_dispatch_profiler.core.library import DataType
 from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.ops import cpu_tiles

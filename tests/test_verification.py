@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import run_script
+from helpers import run_script
 from iree_dispatch_profiler.core.library import DataType, TensorDescription
 from iree_dispatch_profiler.ops import attention, conv, matmul
 from iree_dispatch_profiler.sweep import verification
@@ -146,6 +146,7 @@ DEMOTE = ("--iree-global-opt-demote-contraction-inputs-type={} "
           "--iree-global-opt-demote-contraction-inputs-operations=all")
 
 
+@pytest.mark.iree
 @pytest.mark.parametrize("demoted", ["bf16", "f16"])
 def test_the_profiler_rejects_a_matmul_compiled_with_demoted_inputs(tmp_path, demoted):
     """Real IREE: IREE's own input demotion is a FAILED verification, its default SUCCESS."""

@@ -102,7 +102,9 @@ def _columns(path: Path, header: list[str], aliases: dict, mapping: dict[str, st
                 raise UserError(f"--problems-file-columns: {path} has no column '{mapping[field]}'")
             found[field] = mapping[field]
             continue
-        found.update({field: name for name in names if name in header and field not in found})
+        present = [name for name in names if name in header]
+        if present:
+            found[field] = present[-1]  # as before: the last alias the header has
     missing = [f for f in required if f not in found]
     if missing:
         raise UserError(f"--problems-file {path} lacks columns for {', '.join(missing)} "

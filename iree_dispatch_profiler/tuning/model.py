@@ -679,7 +679,7 @@ def tune(tuner: ModelTuner, cpu) -> int:
                                default_roots, {}, s.confirm_seconds)
         return conclude(tuner, rows, result, set())
     chosen = targets(rows, default_roots)
-    earlier, writer = load_trials(output), TrialWriter(output)
+    earlier, writer = load_trials(s.output), TrialWriter(s.output)
     deadline = time.perf_counter() + (s.time_budget or math.inf)
     results = []
     for target in chosen:
