@@ -74,15 +74,15 @@ def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path, cpu, triple):
     """Why batch-1 2-D convs are listed as not tunable, on every SIMD family (cross-compiled),
     with the reproducer kept for an upstream report: its config is dropped at batch 1 and kept
     at batch 2. When IREE keeps it at batch 1, this fails and the rule in
-    tuning_space.tunable_reason should go."""
+    tuning/kinds.py should go."""
     from iree_dispatch_profiler.iree import tunable
-    from iree_dispatch_profiler.tuning import space as tuning_space
+    from iree_dispatch_profiler.tuning import kinds as tuned_kinds
     from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
     from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     repro = DATA / "repro_batch1_conv_config_dropped.mlir"
     (conv,) = tunable.find(repro)
-    assert conv.size("batch") == 1 and "batch-1" in tuning_space.tunable_reason(conv)
+    assert conv.size("batch") == 1 and "batch-1" in tuned_kinds.not_tunable(conv)
     batch2 = tmp_path / "batch2.mlir"
     batch2.write_text(repro.read_text().replace("1x18x18", "2x18x18").replace("1x16x16", "2x16x16"))
     kept = {}

@@ -177,3 +177,32 @@ def test_spec_entries_are_named_once_and_read_back_by_those_names(tmp_path):
     read = tuning_spec.read_entries(path)
     assert [e.name for e in read] == [e.name for e in entries]
     assert [e.matcher for e in read] == [e.matcher for e in entries]
+
+
+def test_a_tuned_kind_is_one_registry_entry(monkeypatch):
+    """Nothing in the tuner names a kind but tuning/kinds.py: a kind registered there alone (a
+    copy of the contraction's entry under a new name) gets a space, configs, a spec matcher and
+    the not-tunable rules."""
+    import ast
+    import dataclasses
+
+    from helpers import ROOT
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.tuning import kinds
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    for path in (ROOT / "iree_dispatch_profiler").glob("*/*.py"):
+        if path.name == "kinds.py" or path.parent.name in ("iree", "ops", "core"):
+            continue
+        literals = {node.value for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+        assert not literals & set(tunable.KINDS), path
+    renamed = dataclasses.replace(kinds.KINDS[tunable.CONTRACTION], name="gemm_like",
+                                  pipeline="SomeOtherPipeline")
+    monkeypatch.setitem(kinds.KINDS, "gemm_like", renamed)
+    op = dataclasses.replace(MATMUL, kind="gemm_like")
+    assert kinds.not_tunable(op) == ""
+    space = tuning_space.build(op, AVX2, {}, {})
+    assert space.tiles and all(p.name.startswith("tile_config_") for p in space.tiles)
+    config = tuning_space.configuration(op, space.tiles[0])
+    assert "SomeOtherPipeline" in config.translation_info
+    assert tuning_spec.Matcher.of(op).op_names == ("linalg.matmul",)

@@ -27,6 +27,9 @@ CONVOLUTION_DIMS = ("batch", "output_image", "output_channel", "filter_loop", "i
 # softmax(Q K^T * scale) V: Q is batch x m x k1, K batch x k2 x k1, V batch x k2 x n.
 ATTENTION_DIMS = ("batch", "m", "k1", "k2", "n")
 ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
+# The kinds of tunable op, as TunableOp.kind names them (tuning/kinds.py: how each is tuned).
+CONTRACTION, CONVOLUTION, ATTENTION = "contraction", "convolution", "attention"
+KINDS = (CONTRACTION, CONVOLUTION, ATTENTION)
 
 
 @dataclass(frozen=True)
@@ -126,10 +129,10 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
     """A contraction, convolution or attention op as the tuner sees it."""
     from iree.compiler.dialects import linalg
 
-    if kind == "attention":
+    if kind == ATTENTION:
         dims = _attention_dims(op)
     else:
-        if kind == "contraction":
+        if kind == CONTRACTION:
             inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
         else:
             inferred, names = linalg.infer_convolution_dimensions(op), CONVOLUTION_DIMS
@@ -160,12 +163,12 @@ def _kind(op) -> str:
 
     name = op.operation.name
     if name in ATTENTION_OPS:
-        return "attention"
+        return ATTENTION
     if not name.startswith("linalg."):
         return ""
     if linalg.isa_contraction_op(op):
-        return "contraction"
-    return "convolution" if linalg.isa_convolution_op(op) else ""
+        return CONTRACTION
+    return CONVOLUTION if linalg.isa_convolution_op(op) else ""
 
 
 def find(path: Path) -> list[TunableOp]:

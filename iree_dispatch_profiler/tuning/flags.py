@@ -6,6 +6,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from iree_dispatch_profiler.iree.tunable import CONTRACTION, CONVOLUTION
+
 DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
@@ -29,28 +31,28 @@ class FlagSet:
 CURATED = (
     FlagSet("data_tiling", DATA_TILING,
             "packs matmul operands into the target's register tiles and calls IREE's "
-            "microkernels: its fastest path for large matmuls", "contraction"),
+            "microkernels: its fastest path for large matmuls", CONTRACTION),
     FlagSet("data_tiling_codegen", "--iree-opt-data-tiling",
             "the same packing with the inner kernel generated instead of a microkernel: for "
-            "types and ISAs the microkernels do not cover", "contraction"),
+            "types and ISAs the microkernels do not cover", CONTRACTION),
     FlagSet("conv_data_tiling", f"{DATA_TILING} {CONV_DATA_TILING}",
             "data tiling for convolutions too (experimental in 3.13): packed filters and "
-            "microkernels", "convolution"),
+            "microkernels", CONVOLUTION),
     FlagSet("im2col", IM2COL,
             "convolutions as im2col + matmul: the matmul paths and tile configs, also for the "
-            "batch-1 convolutions whose conv configs IREE drops", "convolution"),
+            "batch-1 convolutions whose conv configs IREE drops", CONVOLUTION),
     FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING}",
-            "im2col, then the matmuls it makes data-tiled", "convolution"),
+            "im2col, then the matmuls it makes data-tiled", CONVOLUTION),
     FlagSet("channels_last",
             "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
             "iree-preprocessing-convert-conv-to-channels-last))",
-            "PyTorch's NCHW convolutions turned NHWC before dispatch formation", "convolution"),
+            "PyTorch's NCHW convolutions turned NHWC before dispatch formation", CONVOLUTION),
     FlagSet("aggressive_fusion", "--iree-dispatch-creation-enable-aggressive-fusion",
             "fuses producers and consumers IREE keeps apart by default: fewer dispatches and "
             "less memory traffic"),
     FlagSet("horizontal_fusion", "--iree-dispatch-creation-enable-fuse-horizontal-contractions",
             "contractions sharing an operand (Q, K and V projections) in one dispatch",
-            "contraction"),
+            CONTRACTION),
     FlagSet("O3", "--iree-opt-level=O3", "IREE's highest optimization level"),
 )
 

@@ -33,6 +33,7 @@ from iree_dispatch_profiler.sweep.measurement import Candidate, Outcome, Protoco
 from iree_dispatch_profiler.sweep.verification import Agreement
 from iree_dispatch_profiler.sweep.plots import model_plot
 from iree_dispatch_profiler.tuning import flags as module_flags
+from iree_dispatch_profiler.tuning import kinds as tuned_kinds
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, Build, OpResult, Settings, Toolchain,
@@ -285,7 +286,7 @@ def not_tunable(root: DispatchRoot | None) -> str:
         return f"a data-tiled matmul ({root.name}, tiled by data tiling)"
     if root.op is None:
         return f"its root op {root.name} is not a contraction, convolution or attention"
-    return tuning_space.tunable_reason(root.op)
+    return tuned_kinds.not_tunable(root.op)
 
 
 def choose_hot(rows: list[dict], top: int | None) -> None:

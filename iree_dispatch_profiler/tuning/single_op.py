@@ -18,13 +18,14 @@ from iree_dispatch_profiler.sweep.plots import progress_plot
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, Tuner,
                                                   confirm, report, search)
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, best_so_far, load_trials
+from iree_dispatch_profiler.tuning import kinds as tuned_kinds
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 
 
 def choose_ops(found: list[tunable.TunableOp], text: str) -> list[tunable.TunableOp]:
     if text == "all":
-        chosen = [op for op in found if not tuning_space.tunable_reason(op)]
+        chosen = [op for op in found if not tuned_kinds.not_tunable(op)]
         if not chosen:
             raise UserError("no op of the module can be tuned (see --list)")
         return chosen
@@ -34,7 +35,7 @@ def choose_ops(found: list[tunable.TunableOp], text: str) -> list[tunable.Tunabl
             raise UserError(f"--op {item}: not an op number (the module has {len(found)} "
                             f"tunable ops, 0 to {len(found) - 1}; see --list)")
         op = found[int(item)]
-        reason = tuning_space.tunable_reason(op)
+        reason = tuned_kinds.not_tunable(op)
         if reason:
             raise UserError(f"op {op.index} ({op.name}) cannot be tuned: {reason}")
         chosen.append(op)
@@ -45,7 +46,7 @@ def print_list(path: Path, found: list[tunable.TunableOp]) -> None:
     print(f"{len(found)} tunable ops in {path}")
     print(f"{'op':>3}  {'function':<14} {'operation':<26} {'kind':<12} {'types':<12} shape")
     for op in found:
-        reason = tuning_space.tunable_reason(op)
+        reason = tuned_kinds.not_tunable(op)
         print(f"{op.index:>3}  {op.function:<14} {op.name:<26} {op.kind:<12} {op.types:<12} "
               f"{op.shape}" + (f"  (not tuned: {reason})" if reason else ""))
 

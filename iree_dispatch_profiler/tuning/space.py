@@ -8,10 +8,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from iree_dispatch_profiler.core.library import CpuTarget, DataType, TuningConfiguration, UserError
+from iree_dispatch_profiler.core.library import CpuTarget, DataType, TuningConfiguration
+from iree_dispatch_profiler.iree import tunable
 from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.ops import cpu_tiles, mlir_text
 from iree_dispatch_profiler.tuning import flags as module_flags
+from iree_dispatch_profiler.tuning import kinds
 from iree_dispatch_profiler.tuning.spec import Matcher
 
 # Knobs of a tile point. On llvm-cpu tile_m/tile_n are the distribution tiles of the op's
@@ -29,17 +31,6 @@ TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel", "cac
               "cache_k", "data_tiling")
 DATA_TILED_UKERNELS = 2
 DEFAULT_FLAG_POINTS = {"data_tiling": module_flags.DATA_TILING}
-PIPELINES = {"contraction": "DoubleTilingExpert", "convolution": "ConvTileAndDecomposeExpert",
-             "attention": "LinalgExtTileAndVectorize"}
-# The parallel and reduction loop classes that tile_m, tile_n and tile_k size, per op kind.
-TILED_CLASSES = {"contraction": ("m", "n", "k"),
-                 "convolution": ("output_image", "output_channel", "input_channel"),
-                 "attention": ("m", "n", "k2")}
-REDUCTIONS = {"contraction": ("k",), "convolution": ("filter_loop", "input_channel"),
-              "attention": ("k1", "k2")}
-# The tile of a reduction loop other than tile_k's: conv filter loops go one at a time, so that
-# IREE decomposes to 1-D convs; attention's k1 stays whole, as in IREE's own config.
-OTHER_REDUCTION_TILE = {"contraction": 1, "convolution": 1, "attention": 0}
 REDUCTION_TILES = (4, 8, 16, 32, 64)
 
 
@@ -82,36 +73,6 @@ class Point:
         return {} if self.is_flags else {k: getattr(self, k) for k in TILE_KNOBS}
 
 
-def element(name: str) -> DataType:
-    try:
-        return DataType.parse(name)
-    except UserError:
-        raise UserError(f"element type {name} is not tunable on llvm-cpu "
-                        f"(known: {', '.join(d.short for d in DataType)})") from None
-
-
-def tunable_reason(op: TunableOp) -> str:
-    """Why autotune.py cannot tune `op`, or '' if it can."""
-    if not op.loops:
-        return "its loop bounds are not static"
-    if op.kind == "convolution" and op.positions("depth"):
-        return "3-D convolutions are not tuned"
-    if op.kind == "convolution" and len(op.positions("output_channel")) > 1:
-        return "a data-tiled convolution (its channels packed and tiled by data tiling)"
-    if op.kind == "convolution" and len(op.positions("output_image")) == 2 and op.size("batch") == 1:
-        # Its unit batch is folded away and put back by InsertBatchDimForBatchlessConvPass after
-        # configs are attached; the rebuilt op has none (seen in IREE 3.13).
-        return "IREE drops any config on a batch-1 2-D convolution"
-    for dim in TILED_CLASSES[op.kind]:
-        if not op.positions(dim):
-            return f"it has no {dim} dimension"
-    try:
-        element(op.input_element), element(op.accumulator_element)
-    except UserError as error:
-        return str(error)
-    return ""
-
-
 @dataclass
 class Space:
     op: TunableOp
@@ -139,9 +100,9 @@ class Space:
 
 def features(op: TunableOp, point: Point, l2_cache_bytes: int) -> list[float]:
     """What a cost model learns from a tile point: tile logs, workgroups, cache fit."""
-    rows, cols, red = (op.loops[op.positions(d)[-1]] for d in TILED_CLASSES[op.kind])
+    rows, cols, red = kinds.tiled_sizes(op)
     workgroups = math.ceil(rows / point.tile_m) * math.ceil(cols / point.tile_n)
-    footprint = (point.tile_m + point.tile_n) * red * element(op.input_element).bytes
+    footprint = (point.tile_m + point.tile_n) * red * kinds.element(op.input_element).bytes
     return [math.log2(point.tile_m), math.log2(point.tile_n), math.log2(point.tile_k),
             math.log2(point.vector_m), math.log2(point.vector_n), math.log2(workgroups),
             footprint / l2_cache_bytes,
@@ -154,37 +115,31 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
     """Every valid point. `lists` narrows knobs (TILE_KNOBS, values the user gave). With
     `data_tiled`, a large f32 matmul gets data-tiled points too (flags for the whole module and a
     spec for its mmt4d: the single-op tuner's)."""
-    rows, cols, red = (op.loops[op.positions(d)[-1]] for d in TILED_CLASSES[op.kind])
-    attention = op.kind == "attention"
-    accumulator = cpu_tiles.ATTENTION_ACCUMULATOR if attention else element(op.accumulator_element)
+    kind = kinds.of(op)
+    rows, cols, red = kinds.tiled_sizes(op)
+    accumulator = kind.accumulator(op)
     if "vector_m" in lists or "vector_n" in lists:
         width = cpu_tiles.lanes(cpu, accumulator)
         pairs = list(itertools.product(lists.get("vector_m", [1, 2, 4, 8, 16]),
                                        lists.get("vector_n", [width, 2 * width])))
-    elif attention:  # the register blocks the generator uses for this target
-        pairs = list(dict.fromkeys((vm, vn) for vm, vn, _ in cpu_tiles.attention_vector_tiles(
-            cpu, rows, cols, op.size("k1"), red)))
     else:
-        pairs = list(dict.fromkeys((vm, vn) for vm, vn, _ in cpu_tiles.matmul_vector_tiles(
-            cpu, max(rows, 1), max(cols, 1), max(red, 1), accumulator)))
+        pairs = kind.vector_pairs(cpu, op, rows, cols, red, accumulator)
     pow2_ceil = cpu_tiles.pow2_ceil
     tile_m = lists.get("tile_m", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(rows)])
     tile_n = lists.get("tile_n", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(cols)])
     tile_k = lists.get("tile_k", [s for s in REDUCTION_TILES if s <= red])
-    peel = lists.get("peel", [0] if attention else [0, 1])
+    peel = lists.get("peel", list(kind.peel))
     points = []
     for dm, dn, vk, (vm, vn), pl in itertools.product(tile_m, tile_n, tile_k, pairs, peel):
         if pl and 0 in peel and not (rows % dm or cols % dn or red % vk):
             continue  # peeling is a no-op where every tile divides its loop
         if (dm % vm == 0 and dn % vn == 0 and vm <= pow2_ceil(rows) and vn <= pow2_ceil(cols)
-                and vk <= red
-                and (cpu_tiles.is_legal_attention_tile(cpu, op.size("k1"), vm, vn, vk) if attention
-                     else cpu_tiles.is_legal_vector_tile(cpu, (vm, vn, vk), accumulator))):
+                and vk <= red and kind.legal(cpu, op, vm, vn, vk, accumulator)):
             points.append(Point(dm, dn, vk, vm, vn, pl))
-    if op.kind == "contraction" and cpu_tiles.is_large(rows, cols, red):
-        points += _cache_points(cpu, rows, cols, red, element(op.input_element), accumulator)
+    if kind.cache_tiled and cpu_tiles.is_large(rows, cols, red):
+        points += _cache_points(cpu, rows, cols, red, kinds.element(op.input_element), accumulator)
     if data_tiled and is_plain_matmul(op):
-        points += _data_tiled_points(cpu, rows, cols, red, element(op.input_element))
+        points += _data_tiled_points(cpu, rows, cols, red, kinds.element(op.input_element))
     # a knob left unlisted keeps all; listing a cache knob without 0 keeps only cache-blocked points
     points = [p for p in dict.fromkeys(points)
               if all(getattr(p, k) in lists.get(k, [getattr(p, k)]) for k in TILE_KNOBS)]
@@ -201,7 +156,7 @@ def _cache_points(cpu: CpuTarget, rows: int, cols: int, red: int, input_type: Da
 
 def is_plain_matmul(op: TunableOp) -> bool:
     """One M, N and K loop and no batch: what data tiling makes one linalg.mmt4d of."""
-    return (op.kind == "contraction" and not op.positions("batch")
+    return (op.kind == tunable.CONTRACTION and not op.positions("batch")
             and all(len(op.positions(d)) == 1 for d in ("m", "n", "k")))
 
 
@@ -218,12 +173,12 @@ def spec_matchers(op: TunableOp, point: Point) -> dict[int, Matcher]:
     that data tiling makes of it, by its types (operands padded to whole inner tiles)."""
     if not point.data_tiling:
         return {}
-    tile, dtype = point.mmt4d_tile, element(op.input_element)
+    tile, dtype = point.mmt4d_tile, kinds.element(op.input_element)
     m1, n1, k1 = (math.ceil(op.size(d) / inner)
                   for d, inner in (("m", tile.m0), ("n", tile.n0), ("k", tile.k0)))
     types = (mlir_text.tensor_type((m1, k1, tile.m0, tile.k0), dtype),
              mlir_text.tensor_type((n1, k1, tile.n0, tile.k0), dtype),
-             mlir_text.tensor_type((m1, n1, tile.m0, tile.n0), element(op.accumulator_element)))
+             mlir_text.tensor_type((m1, n1, tile.m0, tile.n0), kinds.element(op.accumulator_element)))
     return {op.index: Matcher((cpu_tiles.MMT4D_OP,), tuple(enumerate(types)))}
 
 
@@ -232,7 +187,8 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
     data-tiled point)."""
     if point.data_tiling:
         return cpu_tiles.mmt4d_configuration(point.mmt4d_tile, point.data_tiling == DATA_TILED_UKERNELS)
-    rows, cols, red = (op.positions(d) for d in TILED_CLASSES[op.kind])
+    kind = kinds.of(op)
+    rows, cols, red = (op.positions(d) for d in kind.tiled)
     distribution, vector, reduction, cache_parallel, cache_reduction = [], [], [], [], []
     for loop in range(len(op.loops)):
         if loop in rows or loop in cols:
@@ -242,12 +198,12 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
             cache_parallel.append((point.cache_m if loop in rows else point.cache_n) if inner else 1)
             reduction.append(0)
             cache_reduction.append(0)
-        elif any(loop in op.positions(d) for d in REDUCTIONS[op.kind]):
+        elif any(loop in op.positions(d) for d in kind.reductions):
             distribution.append(0)
             vector.append(0)
             cache_parallel.append(0)
-            reduction.append(point.tile_k if loop == red[-1] else OTHER_REDUCTION_TILE[op.kind])
-            cache_reduction.append(point.cache_k if loop == red[-1] else OTHER_REDUCTION_TILE[op.kind])
+            reduction.append(point.tile_k if loop == red[-1] else kind.other_reduction_tile)
+            cache_reduction.append(point.cache_k if loop == red[-1] else kind.other_reduction_tile)
         else:  # batch (and depth): one at a time
             distribution.append(1)
             vector.append(1)
@@ -256,4 +212,4 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
             cache_reduction.append(0)
     cache = {"cache_parallel": cache_parallel, "cache_reduction": cache_reduction} if point.cache_k else {}
     return cpu_tiles.configuration(point.name, distribution, vector, reduction,
-                                   PIPELINES[op.kind], bool(point.peel), **cache)
+                                   kind.pipeline, bool(point.peel), **cache)

@@ -13,9 +13,7 @@ from iree_dispatch_profiler.core.library import TuningConfiguration, UserError
 from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.ops import mlir_text
-
-ONLINE_ATTENTION = "iree_linalg_ext.online_attention"
-
+from iree_dispatch_profiler.tuning import kinds
 
 def entries(tuned: list[tuple[TunableOp, TuningConfiguration]],
             matchers: dict[int, "Matcher"] | None = None,
@@ -58,12 +56,11 @@ class Matcher:
 
     @classmethod
     def of(cls, op: TunableOp) -> "Matcher":
-        """The matcher `spec` writes for `op`: its name and all its operands' types. An
-        attention is matched as the online_attention IREE makes of it before configs apply, by
-        its query, key and value (its results differ in that form)."""
-        if op.kind == "attention":
-            return cls((ONLINE_ATTENTION,), tuple(enumerate(op.operand_types[:3])))
-        return cls((op.name,), tuple(enumerate(op.operand_types)))
+        """The matcher `spec` writes for `op`: its name and its operands' types, or what its
+        tuned kind matches instead (tuning/kinds.py)."""
+        kind = kinds.of(op)
+        return cls((kind.matched_op or op.name,),
+                   tuple(enumerate(op.operand_types[:kind.matched_operands])))
 
     def accepts(self, name: str, operand_types: Sequence[str]) -> bool:
         return name in self.op_names and all(

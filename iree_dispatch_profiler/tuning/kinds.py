@@ -1,0 +1,128 @@
+"""The one registry of tuned kinds: for each kind of op iree.tunable finds (contraction,
+convolution, attention), how the tuner configures it: IREE's CPU pipeline, the loop classes the
+tile knobs size, its reductions, its register blocks and their legality, how a spec entry
+matches it, and what makes one of its ops untunable. A new tunable kind is its recognition in
+iree/tunable.py and one entry in KINDS (tests/test_tuner_parts.py checks that nothing else names
+a kind)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from iree_dispatch_profiler.core.library import CpuTarget, DataType, UserError
+from iree_dispatch_profiler.iree import tunable
+from iree_dispatch_profiler.iree.tunable import TunableOp
+from iree_dispatch_profiler.ops import cpu_tiles
+
+ONLINE_ATTENTION = "iree_linalg_ext.online_attention"
+
+
+def element(name: str) -> DataType:
+    try:
+        return DataType.parse(name)
+    except UserError:
+        raise UserError(f"element type {name} is not tunable on llvm-cpu "
+                        f"(known: {', '.join(d.short for d in DataType)})") from None
+
+
+@dataclass(frozen=True)
+class TunedKind:
+    name: str  # as iree.tunable names it
+    pipeline: str  # IREE's llvm-cpu pipeline of its configs
+    tiled: tuple[str, str, str]  # the loop classes tile_m, tile_n and tile_k size
+    reductions: tuple[str, ...]  # its reduction loop classes
+    # the tile of a reduction loop other than tile_k's (conv filter loops one at a time, so that
+    # IREE decomposes to 1-D convs; attention's k1 whole, as in IREE's own config)
+    other_reduction_tile: int
+    peel: tuple[int, ...]  # the peel knob's values when the user lists none
+    cache_tiled: bool  # large ops get the generator's cache-blocked tiles
+    # register blocks (vm, vn) for rows x cols x red, and whether (vm, vn, vk) is legal
+    vector_pairs: Callable[[CpuTarget, TunableOp, int, int, int, DataType], list[tuple[int, int]]]
+    legal: Callable[[CpuTarget, TunableOp, int, int, int, DataType], bool]
+    accumulator: Callable[[TunableOp], DataType]
+    not_tunable: Callable[[TunableOp], str] = lambda op: ""  # kind-specific rules
+    # what a spec entry matches: this op name instead of the op's own (None: its own), and
+    # the types of its first N operands (None: all)
+    matched_op: str | None = None
+    matched_operands: int | None = None
+
+
+def _accumulator(op: TunableOp) -> DataType:
+    return element(op.accumulator_element)
+
+
+def _matmul_pairs(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
+    return list(dict.fromkeys((vm, vn) for vm, vn, _ in cpu_tiles.matmul_vector_tiles(
+        cpu, max(rows, 1), max(cols, 1), max(red, 1), accumulator)))
+
+
+def _matmul_legal(cpu, op, vm, vn, vk, accumulator) -> bool:
+    return cpu_tiles.is_legal_vector_tile(cpu, (vm, vn, vk), accumulator)
+
+
+def _convolution_rules(op: TunableOp) -> str:
+    if op.positions("depth"):
+        return "3-D convolutions are not tuned"
+    if len(op.positions("output_channel")) > 1:
+        return "a data-tiled convolution (its channels packed and tiled by data tiling)"
+    if len(op.positions("output_image")) == 2 and op.size("batch") == 1:
+        # Its unit batch is folded away and put back by InsertBatchDimForBatchlessConvPass after
+        # configs are attached; the rebuilt op has none (seen in IREE 3.13).
+        return "IREE drops any config on a batch-1 2-D convolution"
+    return ""
+
+
+def _attention_pairs(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
+    """The register blocks the generator uses for this target."""
+    return list(dict.fromkeys((vm, vn) for vm, vn, _ in cpu_tiles.attention_vector_tiles(
+        cpu, rows, cols, op.size("k1"), red)))
+
+
+def _attention_legal(cpu, op, vm, vn, vk, accumulator) -> bool:
+    return cpu_tiles.is_legal_attention_tile(cpu, op.size("k1"), vm, vn, vk)
+
+
+KINDS: dict[str, TunedKind] = {kind.name: kind for kind in (
+    TunedKind(tunable.CONTRACTION, "DoubleTilingExpert", ("m", "n", "k"), ("k",), 1, (0, 1),
+              True, _matmul_pairs, _matmul_legal, _accumulator),
+    TunedKind(tunable.CONVOLUTION, "ConvTileAndDecomposeExpert",
+              ("output_image", "output_channel", "input_channel"),
+              ("filter_loop", "input_channel"), 1, (0, 1), False, _matmul_pairs, _matmul_legal,
+              _accumulator, _convolution_rules),
+    # An attention is matched as the online_attention IREE makes of it before configs apply,
+    # by its query, key and value (its results differ in that form).
+    TunedKind(tunable.ATTENTION, "LinalgExtTileAndVectorize", ("m", "n", "k2"), ("k1", "k2"), 0,
+              (0,), False, _attention_pairs, _attention_legal,
+              lambda op: cpu_tiles.ATTENTION_ACCUMULATOR, matched_op=ONLINE_ATTENTION,
+              matched_operands=3),
+)}
+assert set(KINDS) == set(tunable.KINDS), "every kind iree.tunable finds is tuned here"
+
+
+def of(op: TunableOp) -> TunedKind:
+    return KINDS[op.kind]
+
+
+def not_tunable(op: TunableOp) -> str:
+    """Why autotune.py cannot tune `op`, or '' if it can."""
+    if not op.loops:
+        return "its loop bounds are not static"
+    kind = of(op)
+    why = kind.not_tunable(op)
+    if why:
+        return why
+    for dim in kind.tiled:
+        if not op.positions(dim):
+            return f"it has no {dim} dimension"
+    try:
+        element(op.input_element), element(op.accumulator_element)
+    except UserError as error:
+        return str(error)
+    return ""
+
+
+def tiled_sizes(op: TunableOp) -> tuple[int, int, int]:
+    """The sizes of the innermost loop of each class tile_m, tile_n and tile_k size."""
+    rows, cols, red = (op.loops[op.positions(d)[-1]] for d in of(op).tiled)
+    return rows, cols, red
+
