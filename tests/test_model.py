@@ -147,7 +147,7 @@ def test_spec_entries_are_checked_by_their_matchers_not_their_configs(tmp_path):
     from iree_dispatch_profiler.iree.tunable import DispatchRoot
     from iree_dispatch_profiler.tuning import space as tuning_space
     from iree_dispatch_profiler.tuning import spec as tuning_spec
-    from iree_dispatch_profiler.tuning.model import check_spec
+    from iree_dispatch_profiler.tuning.model.spec_check import check_spec
 
     second = ("tensor<64x512xf32>", "tensor<256x512xf32>", "tensor<64x256xf32>")
     ops = [matmul_op(0, FIRST_MATMUL), matmul_op(1, second)]
@@ -309,7 +309,7 @@ def test_index_arguments_are_found_on_the_ir(tools, tmp_path):
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import modules
     from iree_dispatch_profiler.iree.launchers import resolve_target
-    from iree_dispatch_profiler.tuning.model import lower
+    from iree_dispatch_profiler.tuning.model.tuner import lower
     lowered = lower(tools, resolve_target(tools, Target()), LM, tmp_path, 120)
     assert modules.index_bounds(lowered, "main") == {0: 96}  # the ids, not the unused mask
     (signature,) = modules.signatures(lowered, source=LM)
@@ -326,7 +326,7 @@ def test_every_way_an_export_indexes_with_an_argument_is_found(tools, tmp_path):
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import modules
     from iree_dispatch_profiler.iree.launchers import resolve_target
-    from iree_dispatch_profiler.tuning.model import lower
+    from iree_dispatch_profiler.tuning.model.tuner import lower
     source = DATA / "indexed_inputs_torch.mlir"
     lowered = lower(tools, resolve_target(tools, Target()), source, tmp_path, 120)
     assert modules.index_bounds(lowered, "main") == {0: 50, 1: 64, 2: 30, 3: 8}

@@ -1,0 +1,105 @@
+"""Whole-model tuning (autotune.py --model) as a phase script: `tune` reads top to bottom, each
+phase a module that hands the next what it found.
+
+  baseline     IREE's default compiled, its dispatch roots, the inputs and its outputs
+  flag_search  IREE's module flags on the whole model; the chosen set is adopted
+  ranking      the dispatches by their share of the model's time; the hot tuning targets
+  (search)     each target tuned inside the model by the engine (search, confirm, report)
+  final        the winners as one spec, checked (spec_check), verified and timed
+  verdict      the lines, X_compile.sh, the reports
+
+A tuning target is a root op signature (operation name and operand types: what a spec matcher
+sees); the dispatches whose root ops share it are tuned together. A candidate is the whole
+model compiled with a one-entry spec: its config is checked in IREE's dumped configurations,
+the model's outputs are verified against IREE's default, and its time is that of the target's
+own dispatches inside the model (--dispatch_statistics), so fusion and calling context are
+those of the real model."""
+from __future__ import annotations
+
+import math
+import time
+
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.iree import modules
+from iree_dispatch_profiler.tuning import space as tuning_space
+from iree_dispatch_profiler.tuning import spec as tuning_spec
+from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, confirm,
+                                                  report, search)
+from iree_dispatch_profiler.tuning.model import final, flag_search, ranking, verdict
+from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget, lower
+from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
+
+
+def run_model(s: Settings, toolchain: Toolchain) -> int:
+    """autotune.py --model."""
+    work = s.paths.work
+    work.mkdir(parents=True, exist_ok=True)
+    lowered = lower(toolchain.tools, toolchain.target, s.input, work, s.compile_timeout)
+    function = modules.find_function(lowered, s.function, shown=str(s.input), source=s.input).name
+    cpu = toolchain.target.resolved_cpu()
+    log = Log(s.paths.log)
+    log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
+    tuner = ModelTuner(s, toolchain, log, lowered, function)
+    tuner.check_inputs([function])
+    return tune(tuner, cpu)
+
+
+def tune(tuner: ModelTuner, cpu) -> int:
+    s = tuner.s
+    default_roots = baseline(tuner)
+    flags = flag_search.FlagChoice(None)
+    # --list ranks the dispatches of IREE's default, quickly; a given spec is checked under
+    # IREE's default flags or --base-flags
+    if not s.list_only and (s.spec is None or s.base_flags is not None):
+        flags = flag_search.search_flags(tuner, default_roots, s.paths.flags_record)
+    roots = flag_search.adopt(tuner, flags, default_roots)
+    rows = ranking.rank(tuner, roots, flags.chosen.name if flags.chosen else None)
+    if s.list_only:
+        return 0
+    if s.spec is not None:  # check a given spec and measure the model with it
+        result = final.measure_model(tuner, tuning_spec.read_entries(s.spec), s.spec,
+                                     flags.chosen, roots, {}, s.confirm_seconds)
+        return verdict.conclude(tuner, rows, result, set())
+    chosen = ranking.targets(rows, roots)
+    results = search_targets(tuner, chosen, cpu)
+    by_number = {t.op.index: t for t in chosen}
+    configs = final.winners(tuner, results, by_number, roots)
+    result, in_spec = final.settle(tuner, configs, by_number, flags.chosen, roots)
+    status = verdict.conclude(tuner, rows, result, in_spec)
+    if result.spec is not None and result.speedup is not None and result.outputs_ok:
+        flag_search.retry_failed_flags(tuner, flags.failed, result.spec)
+    return status
+
+
+def baseline(tuner: ModelTuner) -> dict:
+    """IREE's default build (the reference of every verdict), its inputs and outputs; its
+    dispatch roots."""
+    start = time.perf_counter()
+    tuner.iree_default, roots = tuner.build_surveyed(DEFAULT, [])
+    if tuner.iree_default.reason:
+        raise UserError(f"{tuner.s.input} does not compile with IREE's defaults: "
+                        f"{tuner.iree_default.reason}")
+    tuner.default = tuner.iree_default
+    tuner.prepare_function(tuner.function)
+    tuner.log.phase("baseline", time.perf_counter() - start)
+    return roots
+
+
+def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[OpResult]:
+    """Each hot target tuned inside the model, its leaders confirmed and reported."""
+    s, log = tuner.s, tuner.log
+    earlier, writer = load_trials(s.output), TrialWriter(s.output)
+    deadline = time.perf_counter() + (s.time_budget or math.inf)
+    results = []
+    for target in chosen:
+        space = tuning_space.build(target.op, cpu, s.lists, {})
+        log(f"target {target.op.index}: {target.op.name} {target.op.shape} ({target.op.types}) in "
+            f"{', '.join(target.dispatches)}: {float(target.ms):.4f} ms, {len(space.tiles)} tile configs")
+        if not space.tiles:
+            continue
+        tuner.focus = target.dispatches  # the candidates' time: these dispatches'
+        result = OpResult(target.op, space, search(tuner, target.op, space, earlier, writer, deadline))
+        confirm(tuner, result)
+        report(tuner, result)
+        results.append(result)
+    return results

@@ -1,0 +1,192 @@
+"""Phase 4: the final measurement. The winners become one spec (checked entry by entry), the
+model with flags and spec is verified on the inputs used and timed against IREE's default, its
+data tiling and the flags alone; a winner slower beside the others is dropped and the model
+measured again."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, Benchmark
+from iree_dispatch_profiler.sweep.measurement import Candidate, Outcome, Protocol, measure
+from iree_dispatch_profiler.sweep.verification import Agreement
+from iree_dispatch_profiler.tuning import space as tuning_space
+from iree_dispatch_profiler.tuning import spec as tuning_spec
+from iree_dispatch_profiler.tuning.engine import DEFAULT, Build, OpResult
+from iree_dispatch_profiler.tuning.flags import FlagSet
+from iree_dispatch_profiler.tuning.model.spec_check import check_spec, iree_own
+from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
+from iree_dispatch_profiler.tuning.spec import Entry
+
+@dataclass
+class ModelResult:
+    spec: Path | None  # None: no spec
+    flags: FlagSet | None  # the flags shipped with the spec (None: IREE's default flags)
+    problems: list[str]
+    agreement: Agreement | None  # the answer's outputs against IREE's default (None: not compared)
+    speedup: stats.Estimate | None  # the answer (flags + spec) against IREE's default
+    data_tiling: stats.Estimate | None  # IREE's data tiling against its default
+    over_data_tiling: stats.Estimate | None  # the answer against IREE's data tiling
+    over_flags: stats.Estimate | None  # the answer against its flags alone (the spec's part)
+    per_target: dict[int, stats.Estimate]  # target number -> speedup of its dispatches
+    default_ms: dict[str, float]  # dispatch -> ms in the final session, under the flags alone
+    tuned_ms: dict[str, float]
+    # build (default, data_tiling, flags, tuned) -> the summed dispatch time per model call,
+    # and the whole call's median ms, from the final session
+    times: dict[str, tuple[stats.Estimate, float]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def answer(self) -> bool:
+        return self.spec is not None or self.flags is not None
+
+    @property
+    def outputs_ok(self) -> bool:
+        return self.agreement is None or self.agreement.ok
+
+
+def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
+               ) -> tuple[dict[str, Outcome], dict[str, Benchmark]]:
+    """The whole model's builds, and IREE's data tiling beside them, in interleaved rounds
+    against IREE's default. A vmfb shared by two names (data tiling chosen as the flags) is
+    timed once and reported under both."""
+    tiling = tuner.data_tiling_build()
+    builds = {DEFAULT: tuner.iree_default, **builds}
+    if not tiling.reason:
+        builds["data_tiling"] = tiling
+    tuner.focus = ()  # the whole model's dispatches now
+    first = {}  # vmfb -> the first name it is timed under
+    for name, build in builds.items():
+        first.setdefault(build.vmfb, name)
+    benches = {name: tuner.benchmark(build, tuner.function) for name, build in builds.items()
+               if first[build.vmfb] == name}
+    start = time.perf_counter()
+    measured = measure([Candidate(n, b.sample) for n, b in benches.items()], DEFAULT,
+                       Protocol(time_budget=seconds))
+    tuner.log.phase("model", time.perf_counter() - start)
+    outcomes = dict(measured.outcomes)
+    for name, build in builds.items():
+        outcomes[name], benches[name] = outcomes[first[build.vmfb]], benches[first[build.vmfb]]
+    return outcomes, benches
+
+
+def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, flags: FlagSet | None,
+                  default_roots: dict, targets_by_number: dict[int, TuningTarget],
+                  seconds: float) -> ModelResult:
+    """Compile the model with the flags and the spec together, check every entry, verify, and
+    time it against IREE's default, its data tiling and the flags alone in interleaved rounds.
+    Without a spec the answer is the flags alone (verified by the flag search); without
+    either, IREE's default is timed beside its data tiling."""
+    problems, builds, check = [], {}, None
+    answer = tuner.s.paths.answer_build  # what bench_model.py times
+    answer.unlink(missing_ok=True)
+    if spec is not None:
+        tuned, tuned_roots = tuner.build_surveyed("model_tuned", [*tuner.base_flags,
+                                                                  f"{SPEC_FLAG}={spec.resolve()}"])
+        if tuned.reason:
+            raise UserError(f"the model does not compile with {spec}: {tuned.reason}")
+        problems = check_spec(entries, default_roots, tuned_roots)
+        check = answer_agreement(tuner, tuned)
+        builds.update({"flags": tuner.default} if flags is not None else {})
+        builds["tuned"] = tuned
+    elif flags is not None:
+        shutil.copyfile(tuner.default.vmfb, answer)
+        check = answer_agreement(tuner, tuner.default)
+        builds["tuned"] = tuner.default
+    outcome, benches = time_model(tuner, builds, seconds)
+    # Each dispatch before and after the spec: under the flags alone, and with the spec.
+    final = "tuned" if "tuned" in benches else DEFAULT
+    reference = "flags" if "flags" in benches else DEFAULT if spec is not None else final
+    rounds = min(len(benches[reference].rows), len(benches[final].rows))
+    before, after = benches[reference].rows[-rounds:], benches[final].rows[-rounds:]
+    per_target = {}
+    for number, target in targets_by_number.items():
+        a = [sum(r.get(d, (0, 0.0))[1] for d in target.dispatches) for r in before]
+        b = [sum(r.get(d, (0, 0.0))[1] for d in target.dispatches) for r in after]
+        if rounds and all(v > 0 for v in b):
+            per_target[number] = stats.speedup(a, b)
+
+    def against(baseline: str) -> stats.Estimate | None:
+        timed = [outcome.get(n) for n in (baseline, "tuned")]
+        if any(o is None or o.reason for o in timed):
+            return None
+        return stats.speedup(timed[0].samples, timed[1].samples)
+
+    tuned = outcome.get("tuned")
+    tiling = outcome.get("data_tiling")
+    return ModelResult(spec, flags, problems, check,
+                       tuned.speedup if tuned and not tuned.reason else None,
+                       tiling.speedup if tiling else None, against("data_tiling"),
+                       against("flags"), per_target, medians(before), medians(after),
+                       model_times(outcome, benches))
+
+
+def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:
+    """The answer's outputs against IREE's default's on the inputs the tuner used."""
+    status, reason, check = tuner.verify(build, tuner.function)
+    return check if check is not None else Agreement(
+        math.inf, math.inf, 0, (), False, 0.0, f"not run: {status}: {reason}")
+
+
+def medians(rows: list[dict]) -> dict[str, float]:
+    """dispatch -> its median ms over the rounds of a session."""
+    return {d: float(np.median([r[d][1] for r in rows if d in r])) for d in rows[-1]} if rows else {}
+
+
+def model_times(outcome: dict[str, Outcome], benches: dict[str, Benchmark],
+                ) -> dict[str, tuple[stats.Estimate, float]]:
+    return {name: (outcome[name].runtime, float(np.median(benches[name].invocations)))
+            for name in BUILD_NAMES
+            if name in outcome and not outcome[name].reason and benches[name].invocations}
+
+
+BUILD_NAMES = {DEFAULT: "IREE default", "data_tiling": "IREE data tiling", "flags": "flags alone",
+               "tuned": "tuned"}
+
+
+def winners(tuner: ModelTuner, results: list[OpResult], by_number: dict[int, TuningTarget],
+            default_roots: dict) -> dict:
+    """Target number -> the config of its confirmed winner, less those that are IREE's own
+    config for their dispatches (a speedup measured on the same code is noise)."""
+    found = {r.op.index: tuning_space.configuration(r.op, next(p for p in r.space.points
+                                                              if p.name == r.winner))
+             for r in results if r.winner != DEFAULT}
+    names = {r.op.index: r.winner for r in results}
+    for number in [n for n in found if iree_own(found[n], by_number[n].dispatches, default_roots)]:
+        del found[number]
+        tuner.log(f"target {number}: its winner {names[number]} is IREE's own config there "
+                  "(a speedup measured on the same code is noise): left out of the spec")
+    return found
+
+
+def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
+           flags: FlagSet | None, default_roots: dict) -> tuple[ModelResult, set[int]]:
+    """The spec of the winners that stay faster beside each other, written, checked and
+    measured (no spec if none stays); the result and the targets in the spec."""
+    s, spec = tuner.s, tuner.s.paths.tuning_spec
+    while configs:
+        # the entries as written: the check names what is in the file
+        entries = tuning_spec.entries([(by_number[n].op, configs[n]) for n in configs],
+                                      intended={n: by_number[n].dispatches for n in configs})
+        spec.write_text(tuning_spec.text(entries))
+        result = measure_model(tuner, entries, spec, flags, default_roots, by_number,
+                               s.confirm_seconds)
+        # A winner measured alone can lose beside the others: drop it and measure again.
+        losers = [n for n in configs if n in result.per_target
+                  and stats.significant(result.per_target[n], stats.MIN_EFFECT)
+                  and result.per_target[n].median < 1]
+        if not losers:
+            return result, set(configs)
+        tuner.log(f"dropped from the spec, slower inside the tuned model: target(s) {losers}")
+        configs = {n: c for n, c in configs.items() if n not in losers}
+    tuner.log("No tuned config beat " + ("the flags alone" if flags else "IREE's default")
+              + " inside the model: no tuning spec")
+    spec.unlink(missing_ok=True)
+    return measure_model(tuner, [], None, flags, default_roots, {}, s.confirm_seconds), set()

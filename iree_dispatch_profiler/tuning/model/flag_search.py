@@ -1,0 +1,168 @@
+"""Phase 1: IREE's module flags (tuning.flags) searched on the whole model against IREE's
+default; the chosen set is what the spec is tuned under and ships with (X_flags.csv)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
+from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.tuning import flags as module_flags
+from iree_dispatch_profiler.tuning.engine import DEFAULT, Build
+from iree_dispatch_profiler.tuning.flags import FlagSet
+from iree_dispatch_profiler.tuning.model.tuner import ModelTuner
+from iree_dispatch_profiler.tuning.records import COMPILE_FAILED, OK, TIMING_FAILED, read_table, write_table
+
+@dataclass
+class FlagChoice:
+    """What the flag search chose: the set the spec is tuned under and ships with (None:
+    IREE's default flags), the model built with it alone and that build's dispatch roots."""
+
+    chosen: FlagSet | None
+    build: Build | None = None
+    roots: dict = dataclasses.field(default_factory=dict)
+    failed: list[FlagSet] = dataclasses.field(default_factory=list)  # sets that fail alone
+
+
+def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
+    """The flag sets (--flags, or the curated ones that can matter for the model's ops) on the
+    whole model: compiled, verified, timed against IREE's default in one interleaved session;
+    the fastest whose interval clears it is chosen. Recorded in `path`, read back to resume."""
+    s, log = tuner.s, tuner.log
+    if s.base_flags is not None:  # the user's: no search
+        chosen = FlagSet("given", s.base_flags, "given with --base-flags") if s.base_flags else None
+        built, failed = {}, []
+        log(f"Flags: {s.base_flags or 'none'} (--base-flags): the spec is tuned under them")
+    else:
+        if path.is_file():
+            rows, built = read_table(path, module_flags.COLUMNS, "a flag record"), {}
+            log(f"Flag sets from {path}")
+        else:
+            kinds = {root.op.kind for root in iree_roots.values() if root.op}
+            sets = (module_flags.given(s.flag_points) if s.flag_points is not None
+                    else module_flags.relevant(module_flags.CURATED, kinds))
+            rows, built = measure_flags(tuner, sets) if sets else ([], {})
+            if rows:
+                write_table(path, module_flags.COLUMNS, rows)
+        print_flags(rows, log)
+        by_name = {r["name"]: FlagSet(r["name"], r["flags"], r["why"]) for r in rows}
+        chosen = next((by_name[r["name"]] for r in rows if r["chosen"] == "yes"), None)
+        failed = [by_name[r["name"]] for r in rows if r["status"] == COMPILE_FAILED]
+    if chosen is None:
+        return FlagChoice(None, failed=failed)
+    build, roots = built.get(chosen.name) or tuner.build_surveyed(f"model_{chosen.name}",
+                                                                 chosen.args)
+    if build.reason:
+        raise UserError(f"the model does not compile with {chosen.flags}: {build.reason}")
+    if s.base_flags is not None:
+        status, reason, _ = tuner.verify(build, tuner.function)
+        if reason:
+            raise UserError(f"the model with {chosen.flags}: {status}: {reason}")
+    return FlagChoice(chosen, build, roots, failed)
+
+
+def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], dict]:
+    """A row per set (module_flags.COLUMNS), and the builds with their roots by set name."""
+    log = tuner.log
+    log(f"Module flags: {len(sets)} set(s) on the whole model against IREE's default")
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=tuner.jobs) as pool:
+        built = dict(zip([f.name for f in sets], pool.map(
+            lambda f: tuner.build_surveyed(f"model_{f.name}", f.args), sets)))
+    log.phase("compile", time.perf_counter() - start)
+    rows, timed = [], []
+    for flag_set in sets:
+        build = built[flag_set.name][0]
+        if flag_set.name == "data_tiling" and flag_set.flags == module_flags.DATA_TILING:
+            tuner.data_tiling = build
+        row = {"name": flag_set.name, "flags": flag_set.flags, "why": flag_set.why,
+               "chosen": "no", "status": COMPILE_FAILED, "reason": build.reason}
+        if not build.reason:
+            row["status"], row["reason"], check = tuner.verify(build, tuner.function)
+            row["max_abs_err"] = check.max_abs if check else math.nan
+            if row["status"] == OK:
+                timed.append(build)
+        rows.append(row)
+    start = time.perf_counter()
+    outcomes = tuner.time(timed, tuner.function, tuner.s.confirm_seconds) if timed else {}
+    log.phase("flags", time.perf_counter() - start)
+    best, best_speedup = None, 1.0
+    for row in rows:
+        outcome = outcomes.get(f"model_{row['name']}")
+        if outcome is None:
+            continue
+        if outcome.reason or outcome.speedup is None:
+            row["status"] = TIMING_FAILED
+            row["reason"] = outcome.reason or "IREE's default failed to time"
+            continue
+        row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
+                   ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
+                   speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high)
+        if (stats.significant(outcome.speedup, stats.MIN_EFFECT)
+                and outcome.speedup.median > best_speedup):
+            best, best_speedup = row, outcome.speedup.median
+    if best is not None:
+        best["chosen"] = "yes"
+    return rows, built
+
+
+def print_flags(rows: list[dict], log) -> None:
+    width = max([len(row["name"]) for row in rows] + [4])
+    for row in rows:
+        if row["status"] == OK:
+            shown = (f"{float(row['speedup']):.2f}x [{float(row['speedup_ci_low']):.2f}, "
+                     f"{float(row['speedup_ci_high']):.2f}], {float(row['median_ms']):.3f} ms")
+        else:
+            shown = f"{row['status']}: {row['reason']}"
+        mark = "  <- chosen" if row["chosen"] == "yes" else ""
+        log(f"  flags {row['name']:<{width}} {shown}{mark}")
+    chosen = [row for row in rows if row["chosen"] == "yes"]
+    log(f"Flags: {chosen[0]['name']} ({chosen[0]['flags']}): the spec is tuned under them"
+        if chosen else "Flags: none is faster than IREE's default: the spec is tuned without flags")
+
+
+def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
+    """Under chosen flags, candidates compile with them and are measured, and their specs
+    checked, against the flags alone: the dispatch roots of that build."""
+    if flags.chosen is None:
+        return default_roots
+    tuner.base_flags = flags.chosen.args
+    tuner.default = dataclasses.replace(flags.build, name=DEFAULT)
+    tuner.reference = f"the flags {flags.chosen.name} alone"
+    return flags.roots
+
+
+def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> None:
+    """Flag sets that failed to compile the model alone, tried again with the spec: IREE's
+    data tiling fails on some attention dispatches at the vector sizes of its own config, which
+    the spec replaces. What compiles is verified and timed against the answer; reported, not
+    shipped (the spec was tuned under other flags)."""
+    for flag_set in failed:
+        build = tuner.build(f"model_{flag_set.name}_spec", None,
+                            [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
+        line = f"Flags {flag_set.name}, which fail alone, with {spec.name}: "
+        if build.reason:
+            tuner.log(line + f"still fail: {build.reason}")
+            continue
+        status, reason, _ = tuner.verify(build, tuner.function)
+        if reason:
+            tuner.log(line + f"compile, but {status}: {reason}")
+            continue
+        answer = tuner.s.paths.answer_build
+        benches = {n: tuner.benchmark(b, tuner.function) for n, b in
+                   (("answer", Build("answer", answer)), (flag_set.name, build))}
+        measured = measure([Candidate(n, b.sample) for n, b in benches.items()], "answer",
+                           Protocol(time_budget=tuner.s.confirm_seconds))
+        outcome, answered = measured.outcomes[flag_set.name], measured.outcomes["answer"]
+        shown = (f"{outcome.runtime.median:.3f} ms, " + stats.verdict(
+            flag_set.name, "the answer", outcome.speedup, stats.MIN_EFFECT)
+                 if outcome.speedup is not None
+                 else f"failed to time: {outcome.reason or answered.reason}")
+        tuner.log(line + f"compile, outputs agree; {shown} ({flag_set.flags} "
+                  f"{SPEC_FLAG}={spec})")

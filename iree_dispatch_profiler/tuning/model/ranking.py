@@ -1,0 +1,128 @@
+"""Phase 2: the model's dispatches ranked by their share of its time, under the chosen flags;
+the hot ones grouped into tuning targets (X_dispatches.csv, read back to resume)."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.iree.tunable import DispatchRoot
+from iree_dispatch_profiler.tuning import kinds as tuned_kinds
+from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
+from iree_dispatch_profiler.tuning.records import read_table, write_table
+from iree_dispatch_profiler.tuning.spec import Matcher
+
+COVERAGE = 0.9  # hot dispatches: the top ones that together take this share of the time
+
+
+SURVEY_SAMPLES = 3
+
+
+RANKING_COLUMNS = ["rank", "dispatch", "root", "shape", "types", "target", "calls", "ms", "share",
+                   "cumulative_share", "hot", "not_tunable"]
+
+
+def rank(tuner: ModelTuner, roots: dict, under: str | None) -> list[dict]:
+    """The ranking (read back when a run resumes), printed; `under`: the chosen flags' name."""
+    s, log, path = tuner.s, tuner.log, tuner.s.paths.ranking
+    start = time.perf_counter()
+    if path.is_file() and not s.list_only:
+        # resume: the same targets, numbered as before
+        rows = read_table(path, RANKING_COLUMNS, "a dispatch ranking")
+        log(f"Dispatch ranking from {path}")
+    else:
+        rows = survey(tuner, roots, s.batch_seconds)
+        choose_hot(rows, s.top)
+        if not s.list_only:
+            write_table(path, RANKING_COLUMNS, rows)
+    log.phase("survey", time.perf_counter() - start)
+    if under is not None:
+        log(f"Dispatches under the flags {under}:")
+    print_ranking(rows, log)
+    return rows
+
+
+def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
+    """The ranking: every dispatch of the default build, its calls and time per model call."""
+    bench = tuner.benchmark(tuner.default, tuner.function)
+    for _ in range(SURVEY_SAMPLES):
+        sample = bench.sample(seconds / SURVEY_SAMPLES)
+        if not sample.ok:
+            raise UserError(f"the model fails to run with IREE's defaults: {sample.reason}")
+    if not bench.rows or not bench.rows[-1]:
+        raise UserError("iree-benchmark-module reported no dispatch times for the model")
+    names = bench.rows[-1]
+    ms = {n: float(np.median([r[n][1] for r in bench.rows if n in r])) for n in names}
+    total = sum(ms.values())
+    keys: dict = {}  # root signature -> target number
+    rows, cumulative = [], 0.0
+    for rank, name in enumerate(sorted(ms, key=ms.get, reverse=True), 1):
+        root = roots.get(name)
+        op = root.op if root else None
+        target, why = "", not_tunable(root)
+        if not why:  # one target per spec matcher: what the spec cannot tell apart is tuned once
+            target = keys.setdefault(Matcher.of(op), len(keys))
+        cumulative += ms[name] / total
+        rows.append({"rank": rank, "dispatch": name, "root": root.name if root else "",
+                     "shape": op.shape if op else "", "types": op.types if op else "",
+                     "target": target, "calls": names[name][0], "ms": ms[name],
+                     "share": ms[name] / total, "cumulative_share": cumulative, "hot": "",
+                     "not_tunable": why})
+    return rows
+
+
+def not_tunable(root: DispatchRoot | None) -> str:
+    """Why a dispatch is not tuned, or '' if it is."""
+    if root is None:
+        return "IREE marked no root op in its executable"
+    if root.name in ("linalg.mmt4d", "linalg.batch_mmt4d"):  # data tiling's packed matmuls
+        return f"a data-tiled matmul ({root.name}, tiled by data tiling)"
+    if root.op is None:
+        return f"its root op {root.name} is not a contraction, convolution or attention"
+    return tuned_kinds.not_tunable(root.op)
+
+
+def choose_hot(rows: list[dict], top: int | None) -> None:
+    """Mark the targets to tune: the first `top`, or those of the dispatches that together
+    cover COVERAGE of the time."""
+    chosen: list = []
+    for row in rows:
+        if row["target"] == "" or row["target"] in chosen:
+            continue
+        if top is not None and len(chosen) >= top:
+            break
+        if top is None and row["cumulative_share"] - row["share"] >= COVERAGE:
+            break
+        chosen.append(row["target"])
+    for row in rows:
+        row["hot"] = "yes" if row["target"] != "" and row["target"] in chosen else "no"
+
+
+def targets(rows: list[dict], roots: dict) -> list[TuningTarget]:
+    found: dict[int, TuningTarget] = {}
+    for row in rows:
+        if row["hot"] != "yes":
+            continue
+        number = int(row["target"])
+        if number not in found:
+            op = dataclasses.replace(roots[row["dispatch"]].op, index=number)
+            found[number] = TuningTarget(op, (), 0.0)
+        found[number].dispatches += (row["dispatch"],)
+        found[number].ms += float(row["ms"])
+    return list(found.values())
+
+
+def print_ranking(rows: list[dict], log) -> None:
+    """The ranking, dispatch names whole (a name cut short reads as another shape)."""
+    width = max([len(row["dispatch"]) for row in rows] + [8])
+    log(f"{'rank':>4} {'dispatch':<{width}} {'root op and shape':<58} {'calls':>5} {'ms':>8} "
+        f"{'share':>6}  target")
+    for row in rows:
+        root = f"{row['root']} {row['shape']}".strip() or "-"
+        tag = (f"{row['target']}" + (" (hot)" if row["hot"] == "yes" else "")
+               if row["target"] != "" else
+               "not tunable" + (f": {row['not_tunable']}" if row["not_tunable"] else ""))
+        log(f"{int(row['rank']):>4} {row['dispatch']:<{width}} {root:<58} "
+            f"{float(row['calls']):>5.0f} {float(row['ms']):>8.4f} {float(row['share']):>6.1%}  {tag}")

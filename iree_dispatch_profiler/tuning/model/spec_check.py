@@ -1,0 +1,47 @@
+"""Does a tuning spec do what it is meant to, in the model: each entry attributed to the
+dispatches its matcher accepts and checked against the configs IREE dumped."""
+from __future__ import annotations
+
+from iree_dispatch_profiler.core.library import TuningConfiguration
+from iree_dispatch_profiler.tuning.spec import Entry
+
+def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict) -> list[str]:
+    """Problems: an entry whose matcher matches no dispatch, matches others than it is meant
+    for, or matches one its config did not reach; a dispatch that changed config with no entry
+    matching it. An entry is attributed to the dispatches whose root op its matcher accepts (so
+    two entries may hand out the same config); one whose matcher we cannot read, to the
+    dispatches that got its config."""
+    from iree.compiler import ir
+
+    problems, touched = [], set()
+    with ir.Context() as context:
+        for entry in entries:
+            wanted = str(ir.Attribute.parse(entry.config.lowering_config, context))
+            configured = {d for d, root in tuned_roots.items() if root.lowering_config == wanted}
+            matched = configured if entry.matcher is None else {
+                d for d, root in default_roots.items()
+                if entry.matcher.accepts(root.name, root.operand_types)}
+            intended = set(entry.intended)
+            touched |= matched | intended
+            if not matched:
+                problems.append(f"spec entry {entry.name} matches no dispatch")
+            elif intended and matched - intended:
+                problems.append(f"spec entry {entry.name} also configures "
+                                f"{', '.join(sorted(matched - intended))}")
+            elif (intended | matched) - configured:
+                problems.append(f"spec entry {entry.name} misses "
+                                f"{', '.join(sorted((intended | matched) - configured))}")
+    changed = {d for d, root in tuned_roots.items()
+               if d in default_roots and root.lowering_config != default_roots[d].lowering_config}
+    for dispatch in sorted(changed - touched):
+        problems.append(f"dispatch {dispatch} changed config without a spec entry for it")
+    return problems
+
+
+def iree_own(config: TuningConfiguration, dispatches: tuple[str, ...], default_roots: dict) -> bool:
+    """Whether IREE already gives these dispatches this lowering config by itself."""
+    from iree.compiler import ir
+
+    with ir.Context() as context:
+        wanted = str(ir.Attribute.parse(config.lowering_config, context))
+    return all(default_roots[d].lowering_config == wanted for d in dispatches if d in default_roots)

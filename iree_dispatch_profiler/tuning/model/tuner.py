@@ -1,0 +1,93 @@
+"""The model tuner: candidates are the whole model compiled with a one-entry spec, timed on the
+current target's dispatches inside the model; the model lowered past IREE's input phase."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.iree import tunable
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, Benchmark, compile_command, run
+from iree_dispatch_profiler.tuning import flags as module_flags
+from iree_dispatch_profiler.tuning import space as tuning_space
+from iree_dispatch_profiler.tuning import spec as tuning_spec
+from iree_dispatch_profiler.tuning.engine import Build, Settings, Toolchain, Tuner
+from iree_dispatch_profiler.tuning.records import Log
+
+# Root ops are marked for the spec check; executables are dumped to find them.
+SURVEY_FLAGS = ["--iree-codegen-add-tuner-attributes"]
+
+
+@dataclass
+class TuningTarget:
+    """Dispatches whose root ops share a spec matcher's key, tuned as one op."""
+
+    op: tunable.TunableOp  # its index is the target's number
+    dispatches: tuple[str, ...]
+    ms: float
+
+
+class ModelTuner(Tuner):
+    """Candidates are the whole model compiled with a one-entry spec; a candidate's time is that
+    of the current target's dispatches inside the model."""
+
+    focus: tuple[str, ...] = ()  # the dispatches of the target being tuned
+    data_tiling: Build | None = None  # the model with IREE's data tiling, compiled once
+    # The model as IREE compiles it by default. `default`, what candidates are measured
+    # against, is the model with the chosen flags alone (it, when none won): the spec is tuned
+    # under the flags it ships with.
+    iree_default: Build | None = None
+
+    def __init__(self, s: Settings, toolchain: Toolchain, log: Log, lowered: Path, function: str):
+        self.lowered, self.function = lowered, function
+        self.base_flags: list[str] = []  # the chosen flags: every candidate compiles with them
+        self._data_tiling_said = False
+        super().__init__(s, toolchain, log)
+
+    def signature_source(self) -> Path:
+        return self.lowered
+
+    def tile_outputs(self) -> str:
+        return f"{self.s.paths.tuning_spec.name} (with the other targets' winners)"
+
+    def build_point(self, op, point, name: str) -> Build:
+        config = tuning_space.configuration(op, point)
+        spec = self.work / f"{name}_spec.mlir"
+        spec.write_text(tuning_spec.spec([(op, config)]))
+        return self.build(name, None, [*self.base_flags, f"{SPEC_FLAG}={spec}"], config)
+
+    def benchmark(self, build: Build, function: str, per_dispatch: bool = True) -> Benchmark:
+        bench = super().benchmark(build, function, per_dispatch=True)  # attributed per dispatch
+        bench.dispatches = self.focus
+        return bench
+
+    def build_surveyed(self, name: str, flags: list[str]) -> tuple[Build, dict]:
+        """A build with its root ops found in its dumped executables."""
+        dump = self.work / f"{name}_benchmarks"
+        build = self.build(name, None, [*flags, *SURVEY_FLAGS,
+                                        f"--iree-hal-dump-executable-benchmarks-to={dump}"])
+        roots = tunable.dispatch_roots(dump, self.function) if not build.reason else {}
+        return build, roots
+
+    def data_tiling_build(self) -> Build:
+        """IREE's data tiling (compiled once, by the flag search or here); its failure to
+        compile the model said once, on a line of its own."""
+        if self.data_tiling is None:
+            self.data_tiling = self.build("model_data_tiling", None,
+                                          shlex.split(module_flags.DATA_TILING))
+        if self.data_tiling.reason and not self._data_tiling_said:
+            self._data_tiling_said = True
+            self.log("IREE data tiling + ukernels does not compile this model: "
+                     f"{self.data_tiling.reason.splitlines()[0][:300]}")
+        return self.data_tiling
+
+
+def lower(tools, target, source: Path, work: Path, timeout: float) -> Path:
+    """The model after IREE's input phase: torch, StableHLO and TOSA become linalg, and the
+    function signatures readable tensor types."""
+    lowered = work / "model_input.mlir"
+    result = run(compile_command(tools, target, source, lowered, ["--compile-to=input"]), timeout)
+    if not result.ok:
+        raise UserError(f"{source} does not compile: {result.failure('iree-compile', timeout)}")
+    return lowered

@@ -1,0 +1,204 @@
+"""Phase 5: the verdict: the lines a reader acts on (outputs, speed, the answer), the answer
+as a command (X_compile.sh), the Markdown and JSON reports and the plot; an answer whose
+outputs disagree is never shipped nor called faster."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shlex
+from pathlib import Path
+
+from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.files import write_atomically
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
+from iree_dispatch_profiler.sweep.plots import model_plot
+from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult
+from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, ModelTuner
+
+def times_line(result: ModelResult) -> str:
+    """`Model times: IREE default 5.12 ms [5.01, 5.30], ...` (and each whole call)."""
+    parts = [f"{BUILD_NAMES[n]} {e.median:.3f} ms {e.interval('.3f')} (whole call {call:.3f} ms)"
+             for n, (e, call) in result.times.items()]
+    return "Model times, summed dispatches per call: " + "; ".join(parts) if parts else ""
+
+
+def model_line(result: ModelResult) -> str:
+    """`Model: faster by 2.10x [1.95, 2.24] than IREE data tiling, the better of IREE's default
+    and its data tiling`; `slower by ...`, or no significant difference."""
+    if not result.answer:
+        return "Model: unchanged (no flags or spec beat IREE's default)"
+    if not result.outputs_ok:
+        return "Model: no answer: its outputs disagree with IREE's default (not shipped)"
+    speedup, against = result.speedup, "IREE's default"
+    if (result.data_tiling is not None and result.data_tiling.median > 1
+            and result.over_data_tiling is not None):
+        speedup, against = result.over_data_tiling, "IREE data tiling"
+    if speedup is None or not speedup.n:
+        return "Model: not timed"
+    best = f"{against}, the better of IREE's default and its data tiling"
+    if not stats.significant(speedup, stats.MIN_EFFECT):
+        return f"Model: no significant difference from {best}"
+    return f"Model: {stats.direction(speedup)} than {best}"
+
+
+def answer_flags(result: ModelResult) -> list[str]:
+    """The flags the answer adds to the target's."""
+    return ([*result.flags.args] if result.flags else []) + (
+        [f"{SPEC_FLAG}={result.spec.resolve()}"] if result.spec else [])
+
+
+def answer_line(result: ModelResult, script: Path) -> str:
+    """What to compile the model with."""
+    if not result.answer:
+        return "Answer: IREE's default"
+    if not result.outputs_ok:
+        return "Answer: IREE's default (the tuned answer's outputs disagree: not shipped)"
+    return f"Answer: sh {script} (the iree-compile command that was timed; inside, the same for another CPU)"
+
+
+def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> None:
+    """`X_compile.sh`: the exact iree-compile command of the timed answer (this target's flags
+    as IREE resolved them), the same with `host` for another machine, and the run command."""
+    s, target = tuner.s, tuner.target
+    vmfb = s.paths.tuned_vmfb
+    timed = compile_command(tuner.tools, target, s.input.resolve(), Path(vmfb), answer_flags(result))
+    portable = dataclasses.replace(target, cpu="host", cpu_features="", target_triple="",
+                                   cpu_target=None)
+    elsewhere = compile_command(tuner.tools, portable, s.input.resolve(), Path(vmfb),
+                                answer_flags(result))
+    run_line = ["iree-run-module", f"--module={vmfb}", f"--device={tuner.device}",
+                f"--function={tuner.function}", *tuner.run_flags,
+                *(f"--input={i}" for i in tuner.inputs[tuner.function].flags)]
+    cpu = target.resolved_cpu()
+    text = "\n".join([
+        "#!/bin/sh",
+        f"# autotune.py --model's answer for {s.input} (function {tuner.function}), timed on "
+        f"{tuner.timed_on}: {model_line(result)}",
+        f"# The command that was timed, for {cpu.summary} (the tuner also gave "
+        f"{' '.join(SURVEY_FLAGS)} and dump flags, to check the spec):",
+        "set -e",
+        shlex.join(["iree-compile", *timed[1:]]),
+        "# For another machine, the same flags with the CPU IREE finds there:",
+        "#   " + shlex.join(["iree-compile", *elsewhere[1:]]),
+        "# Run it as it was verified:",
+        "#   " + shlex.join(run_line), ""])
+    write_atomically(path, text)
+    path.chmod(0o755)
+
+
+def outputs_line(result: ModelResult) -> str:
+    if result.agreement is None:
+        return "Outputs: not compared (the answer is IREE's default itself)"
+    word = "agree" if result.outputs_ok else "DISAGREE"
+    return f"Outputs: {word} with IREE's default ({result.agreement.detail})"
+
+
+def comparison_lines(result: ModelResult) -> list[str]:
+    """The figures behind the Model line, and IREE's other answer (its data tiling and
+    ukernels) against its default and against the answer (none for an answer whose outputs
+    disagree: it is not faster at anything)."""
+    lines = []
+    if not result.outputs_ok:
+        return lines
+    for estimate, what in ((result.speedup, "the tuned model against IREE's default"),
+                           (result.data_tiling, "IREE data tiling + ukernels against IREE's default"),
+                           (result.over_data_tiling, "the tuned model against IREE data tiling"),
+                           (result.over_flags, "flags + spec against the flags alone")):
+        if estimate is not None and estimate.n:
+            lines.append(f"{what}: {estimate.median:.2f}x {estimate.interval('.2f')}")
+    return lines
+
+
+def verdict_lines(result: ModelResult) -> list[str]:
+    return [outputs_line(result), model_line(result), *([times_line(result)] if result.times else []),
+            *comparison_lines(result)]
+
+
+def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]) -> list[dict]:
+    """Each ranked dispatch before (the flags alone) and after (with the spec), its share of
+    each, and its target's speedup in the final session."""
+    total = {when: sum(times.get(r["dispatch"], 0.0) for r in rows) or math.nan
+             for when, times in (("before", result.default_ms), ("after", result.tuned_ms))}
+    dispatches = []
+    for row in rows:
+        number = int(row["target"]) if row["target"] != "" else None
+        speedup = result.per_target.get(number) if number is not None else None
+        before = result.default_ms.get(row["dispatch"], math.nan)
+        after = result.tuned_ms.get(row["dispatch"], math.nan)
+        dispatches.append({
+            "dispatch": row["dispatch"], "root": f"{row['root']} {row['shape']}",
+            "share": float(row["share"]), "before_ms": before, "after_ms": after,
+            "share_before": before / total["before"], "share_after": after / total["after"],
+            "speedup": speedup.median if speedup else None,
+            "speedup_low": speedup.low if speedup else None,
+            "speedup_high": speedup.high if speedup else None,
+            "speedup_text": f"{speedup.median:.2f}x {speedup.interval('.2f')}" if speedup else "-",
+            "in_spec": "yes" if number in tuned_targets else "no"})
+    return dispatches
+
+
+def write_report(path: Path, dispatches: list[dict], result: ModelResult) -> None:
+    lines = ["# Model tuning report", "",
+             f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags
+             else "Flags: none",
+             f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
+             "| dispatch | root op | share | flags alone ms | tuned ms | target speedup [95%] | in spec |",
+             "|---|---|---:|---:|---:|---|---|"]
+    for d in dispatches:
+        lines.append(f"| {d['dispatch']} | {d['root']} | {d['share']:.1%} | {d['before_ms']:.4f} | "
+                     f"{d['after_ms']:.4f} | {d['speedup_text']} | {d['in_spec']} |")
+    lines += ["", *verdict_lines(result),
+              "(times: the summed time of the model's dispatches per call, interleaved rounds)"]
+    if result.problems:
+        lines += ["", "Spec problems:", *(f"- {p}" for p in result.problems)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[str]) -> None:
+    """The model's answer as JSON (what its HTML report shows)."""
+    write_atomically(path, json.dumps({"kind": "model", "facts": facts, "lines": lines,
+                                       "dispatches": dispatches}, indent=1, default=float) + "\n")
+
+
+def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
+             tuned_targets: set[int]) -> int:
+    log = tuner.log
+    paths = tuner.s.paths
+    flags_path, script = paths.best_flags, paths.compile_script
+    flags_path.unlink(missing_ok=True)
+    script.unlink(missing_ok=True)
+    shipped = result.answer and result.outputs_ok
+    if shipped and result.flags is not None:
+        flags_path.write_text(result.flags.flags + "\n")
+    if result.spec is not None and not result.outputs_ok:
+        # kept to look at, under a name no one ships by mistake
+        result.spec.replace(paths.rejected_spec if result.spec == paths.tuning_spec
+                            else result.spec.with_name(f"{result.spec.stem}_rejected.mlir"))
+    for problem in result.problems:
+        log(f"Spec problem: {problem}")
+    if result.spec is not None and result.outputs_ok:
+        together = f" with the flags in {flags_path}" if result.flags else ""
+        log(f"Tuning spec {result.spec}{together}: " + (
+            "applies as intended" if not result.problems
+            else f"{len(result.problems)} problem(s)"))
+    log(f"Inputs: {tuner.inputs[tuner.function].about}")
+    log(outputs_line(result))
+    log(model_line(result))
+    if result.times:
+        log(times_line(result))
+    for line in comparison_lines(result):
+        log(f"({line})")
+    if shipped:
+        write_compile_script(tuner, result, script)
+    log(answer_line(result, script))
+    report_path, plot = paths.model_report, paths.model_plot
+    dispatches = dispatch_rows(rows, result, tuned_targets)
+    write_report(report_path, dispatches, result)
+    write_summary(paths.model_summary, tuner.facts, dispatches,
+                  [*verdict_lines(result), answer_line(result, script), *result.problems])
+    model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
+    log(f"Report: {report_path}; plot: {plot}; ranking: {paths.ranking}")
+    log.timings()
+    log(tuner.builder.summary())
+    return 0 if result.outputs_ok and not result.problems else 1
