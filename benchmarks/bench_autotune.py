@@ -21,8 +21,11 @@ from common import script
 
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.sweep.baselines import timed_calls
-from iree_dispatch_profiler.iree.launchers import (Benchmark, IreeTools, compile_command,
-                                                   resolve_target, run)
+from iree_dispatch_profiler.iree.launchers import compile_command
+from iree_dispatch_profiler.iree.process import run
+from iree_dispatch_profiler.iree.target import resolve_target
+from iree_dispatch_profiler.iree.timing import Benchmark
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.core.library import Target
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 

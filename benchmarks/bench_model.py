@@ -26,7 +26,9 @@ from common import ROOT
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.iree import iree_jobs, modules
-from iree_dispatch_profiler.iree.launchers import INVOCATION, Benchmark, IreeTools, run_module
+from iree_dispatch_profiler.iree.launchers import run_module
+from iree_dispatch_profiler.iree.timing import Benchmark, INVOCATION
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.sweep.baselines import timed_calls
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.verification import agreement

@@ -22,7 +22,8 @@ import pandas as pd
 from common import script
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.iree.launchers import IreeTools, run
+from iree_dispatch_profiler.iree.process import run
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import TIMING_SOURCES, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest

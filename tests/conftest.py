@@ -8,5 +8,5 @@ import helpers  # noqa: F401  (sets the session's compile cache before any test 
 
 @pytest.fixture(scope="session")
 def tools():
-    from iree_dispatch_profiler.iree.launchers import IreeTools
+    from iree_dispatch_profiler.iree.tools import IreeTools
     return IreeTools.locate()

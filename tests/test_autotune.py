@@ -64,7 +64,7 @@ def test_tuning_spec_applies_to_the_untouched_module(seed_run, tools, tmp_path):
     assert "applies to the untouched module: op 0 yes" in result.stdout
     best = (folder / "matmul_best.mlir").read_text()
     distribution = best[best.index("distribution = "):].split("]")[0] + "]"
-    from iree_dispatch_profiler.iree.launchers import resolve_target
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target())
     command = [str(tools.compile), str(folder / "matmul.mlir"), *target.compiler_flags(),
@@ -177,7 +177,9 @@ def test_tile_points_compile_for_each_simd_family(tools, tmp_path, cpu, triple):
     IREE's codegen (where a config is accepted or rejected): none is rejected."""
     from iree_dispatch_profiler.iree import tunable
     from iree_dispatch_profiler.tuning import space as tuning_space
-    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     module = DATA / "multi_op.mlir"

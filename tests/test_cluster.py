@@ -170,7 +170,7 @@ def test_a_cache_hit_runs_no_iree_compile_and_profiles_verified(tools, tmp_path)
 def test_identical_jobs_in_flight_compile_once(tools, tmp_path):
     from iree_dispatch_profiler.iree import cluster
     from iree_dispatch_profiler.iree.compile_cache import CompileCache
-    from iree_dispatch_profiler.iree.launchers import resolve_target
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.core.library import Target
 
     target = resolve_target(tools, Target())

@@ -155,7 +155,9 @@ def test_what_iree_aborts_on_is_left_out_with_a_note(tools, tmp_path):
     bf16 data tiling out for a CPU model whose avx512bf16 is turned off, and iree-compile still
     aborts on it. Once IREE compiles it, this fails and the rule should go."""
     from iree_dispatch_profiler.core.library import DATA_TILING_CONFIGURATION, Target
-    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
 
     cpu = ["--cpu=emeraldrapids", "--target-triple=x86_64-unknown-linux-gnu",
            "--cpu-features=-avx512bf16"]

@@ -105,7 +105,9 @@ def test_the_tuners_data_tiled_seeds_apply_when_cross_compiled(tools, tmp_path, 
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import tunable
     from iree_dispatch_profiler.iree.config_check import configuration_applied
-    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning import spec as tuning_spec
     from iree_dispatch_profiler.tuning import space as tuning_space
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))

@@ -8,7 +8,8 @@ import statistics
 import pandas as pd
 
 from helpers import default_f32_matmul, run_script
-from iree_dispatch_profiler.iree.launchers import WARMUP_SECONDS, run
+from iree_dispatch_profiler.iree.process import run
+from iree_dispatch_profiler.iree.timing import WARMUP_SECONDS
 from iree_dispatch_profiler.sweep.build import CompileRecord
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools

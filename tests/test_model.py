@@ -77,7 +77,9 @@ def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path, cpu, triple):
     tuning/kinds.py should go."""
     from iree_dispatch_profiler.iree import tunable
     from iree_dispatch_profiler.tuning import kinds as tuned_kinds
-    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     repro = DATA / "repro_batch1_conv_config_dropped.mlir"
@@ -203,7 +205,9 @@ def im2col_matmul(tools, tmp_path):
     """A matmul IREE makes of the conv block's first conv under im2col, and the host's CPU."""
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import tunable
-    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
     target = resolve_target(tools, Target(cpu="host"))
     dump = tmp_path / "roots"
     result = run(compile_command(tools, target, CONV_BLOCK, tmp_path / "roots.vmfb",
@@ -288,7 +292,9 @@ def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path, cpu
     """A curated set IREE no longer knows, or one that breaks on a SIMD family (cross-compiled),
     would be a compile failure on every model there."""
     from iree_dispatch_profiler.core.library import Target
-    from iree_dispatch_profiler.iree.launchers import compile_command, resolve_target, run
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning import flags
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     assert {f.needs for f in flags.relevant(flags.CURATED, {"contraction"})} == {"", "contraction"}
@@ -308,7 +314,7 @@ LM_RUN = ["--model", "--input", LM, "--parameters", f"model={LM.with_suffix('.ir
 def test_index_arguments_are_found_on_the_ir(tools, tmp_path):
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import modules
-    from iree_dispatch_profiler.iree.launchers import resolve_target
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning.model.tuner import lower
     lowered = lower(tools, resolve_target(tools, Target()), LM, tmp_path, 120)
     assert modules.index_bounds(lowered, "main") == {0: 96}  # the ids, not the unused mask
@@ -325,7 +331,7 @@ def test_every_way_an_export_indexes_with_an_argument_is_found(tools, tmp_path):
     broadcast of its indices."""
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import modules
-    from iree_dispatch_profiler.iree.launchers import resolve_target
+    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning.model.tuner import lower
     source = DATA / "indexed_inputs_torch.mlir"
     lowered = lower(tools, resolve_target(tools, Target()), source, tmp_path, 120)

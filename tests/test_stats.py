@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.iree.launchers import Sample
+from iree_dispatch_profiler.iree.timing import Sample
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from helpers import default_f32_matmul, run_script
-from iree_dispatch_profiler.iree import launchers
-from iree_dispatch_profiler.iree.launchers import (DEVICE_PROFILING, DISPATCH_STATISTICS,
-                                                   Benchmark, ProcessResult, run)
+from iree_dispatch_profiler.iree import timing
+from iree_dispatch_profiler.iree.process import ProcessResult, run
+from iree_dispatch_profiler.iree.timing import Benchmark, DEVICE_PROFILING, DISPATCH_STATISTICS
 from iree_dispatch_profiler.iree.resident import RESIDENT
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
@@ -56,7 +56,7 @@ def test_device_profiling_counts_every_run_of_a_repeated_build(small, tools):
     assert run(command, 120).ok
     read = run([str(tools.profile), "dispatch", "--format=jsonl", "--dispatch_events",
                 str(timer.vmfb.with_suffix(".ireeprof"))], 120)
-    assert [len(v) for v in launchers.parse_profile_events(read.stdout).values()] == [3 * repeats]
+    assert [len(v) for v in timing.parse_profile_events(read.stdout).values()] == [3 * repeats]
 
 
 def test_sources_fall_back_where_they_cannot_time(small, tools, tmp_path):
@@ -98,4 +98,4 @@ def test_profiler_names_the_timing_source(small):
         assert list(pd.read_csv(csv)["timing source"]) == [source]
     bad = run_script("profiler.py", "--generated-dir", folder, "--timing-source=stopwatch")
     assert bad.returncode == 2 and "--timing-source" in bad.stderr
-    assert launchers.TIMING_SOURCES.keys() <= TIMING_SOURCES.keys()
+    assert timing.BENCHMARK_SOURCES.keys() <= TIMING_SOURCES.keys()

@@ -37,7 +37,8 @@ from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_num_cpu, parse_positive, parse_seconds
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.cluster import connect
-from iree_dispatch_profiler.iree.launchers import IreeTools, check_runnable, resolve_target
+from iree_dispatch_profiler.iree.target import check_runnable, resolve_target
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.tuning import model as model_tuning
 from iree_dispatch_profiler.tuning import scheduler_config, single_op, strategies
 from iree_dispatch_profiler.tuning import spec as tuning_spec

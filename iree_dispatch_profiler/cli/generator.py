@@ -11,7 +11,8 @@ from typing import Sequence
 from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.core.library import TensorDescription, UserError
 from iree_dispatch_profiler.core.values import parse_choices
-from iree_dispatch_profiler.iree.launchers import IreeTools, resolve_target
+from iree_dispatch_profiler.iree.target import resolve_target
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.ops import matmul, registry
 from iree_dispatch_profiler.ops.known_failures import KnownFailure, known_failure
 from iree_dispatch_profiler.sweep.manifest import DispatchCollection, Manifest, select

@@ -16,7 +16,7 @@ from iree_dispatch_profiler.core.values import (compile_patterns, parse_fraction
                                                 parse_size)
 from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote, connect
 from iree_dispatch_profiler.iree.compile_cache import CompileCache, default_dir
-from iree_dispatch_profiler.iree.launchers import IreeTools
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES
 from iree_dispatch_profiler.report import outputs
 
@@ -155,7 +155,7 @@ def add_target(parser: argparse.ArgumentParser, recorded: bool) -> None:
 
 
 def target_from_args(args: argparse.Namespace) -> Target:
-    """The target as asked; launchers.resolve_target makes its llvm-cpu part concrete."""
+    """The target as asked; target.resolve_target makes its llvm-cpu part concrete."""
     device = Device(args.device)
     target = Target(device, args.cpu, args.cuda_arch, args.rocm_arch, args.vulkan_target)
     target = Target.from_json(target.to_json())  # keep only the architecture of its device

@@ -215,7 +215,7 @@ class Target:
 
     def resolved_cpu(self) -> CpuTarget:
         if self.cpu_target is None:
-            raise ValueError("llvm-cpu target not resolved (launchers.resolve_cpu_target)")
+            raise ValueError("llvm-cpu target not resolved (target.resolve_cpu_target)")
         return self.cpu_target
 
     def requested_cpu_flags(self) -> list[str]:

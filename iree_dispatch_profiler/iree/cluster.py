@@ -19,8 +19,9 @@ from iree_dispatch_profiler.core.files import atomic_file
 from iree_dispatch_profiler.core.library import Device, Target, UserError
 from iree_dispatch_profiler.iree import iree_jobs
 from iree_dispatch_profiler.iree.compile_cache import CompileCache, job_key
-from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, IreeTools, ProcessResult,
-                                                   compile_flags, run)
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_flags
+from iree_dispatch_profiler.iree.process import ProcessResult, run
+from iree_dispatch_profiler.iree.tools import IreeTools
 
 CONNECT_SECONDS = 8  # with Python's start, an unreachable scheduler fails within 15 s
 WORKER_WAIT_SECONDS = 30

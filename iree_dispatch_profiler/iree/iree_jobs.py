@@ -14,7 +14,7 @@ A tool job (`run_tool`) runs iree-run-module, iree-benchmark-module or iree-comp
 (`{dir}` as above), `files` (name -> bytes) and `outputs` (names of files it writes).
 
 `run_command` is the project's one subprocess runner: an argument list, a timeout, no stdin,
-and the output kept for the caller's log (launchers.run wraps it for local runs).
+and the output kept for the caller's log (process.run wraps it for local runs).
 """
 from __future__ import annotations
 

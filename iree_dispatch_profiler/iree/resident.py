@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iree_dispatch_profiler.iree.launchers import Sample
+from iree_dispatch_profiler.iree.timing import Sample
 from iree_dispatch_profiler.iree.modules import ELEMENT_TYPES
 
 RESIDENT = "resident"
@@ -91,7 +91,7 @@ class Resident:
 @dataclass
 class ResidentBenchmark:
     """One function of one vmfb timed in the resident worker; the same interface as
-    launchers.Benchmark. Each sample is one untimed call, then calls for about `seconds`."""
+    timing.Benchmark. Each sample is one untimed call, then calls for about `seconds`."""
 
     resident: Resident
     vmfb: Path

@@ -1,5 +1,5 @@
 """The one place that picks a timing source: what times one function of one vmfb (see
-launchers.TIMING_SOURCES and resident). A source that cannot time a benchmark falls back to
+timing.BENCHMARK_SOURCES and resident). A source that cannot time a benchmark falls back to
 device profiling, then to --dispatch_statistics, and the benchmark's `source` says which did."""
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from iree_dispatch_profiler.iree import launchers, resident
-from iree_dispatch_profiler.iree.launchers import Benchmark, IreeTools, Runner
+from iree_dispatch_profiler.iree import process, resident, timing
+from iree_dispatch_profiler.iree.process import Runner
+from iree_dispatch_profiler.iree.timing import Benchmark
+from iree_dispatch_profiler.iree.tools import IreeTools
 
 Timer = Benchmark | resident.ResidentBenchmark  # what times one function: .sample(seconds), .source
-TIMING_SOURCES = {**launchers.TIMING_SOURCES, resident.RESIDENT: resident.DESCRIPTION}
+TIMING_SOURCES = {**timing.BENCHMARK_SOURCES, resident.RESIDENT: resident.DESCRIPTION}
 # Chosen on benchmarks/bench_truth.py's figures (README, "Timing sources").
-DEFAULT_SOURCE = launchers.DEVICE_PROFILING
+DEFAULT_SOURCE = timing.DEVICE_PROFILING
 
 
 class Timers:
@@ -33,15 +35,15 @@ class Timers:
         if self.source == resident.RESIDENT and not per_dispatch and self.resident_can_time(flags):
             return resident.ResidentBenchmark(self.resident(), vmfb, function, device,
                                               list(inputs), repeats, timeout)
-        source = launchers.INVOCATION if whole_call else self.source
-        if source not in launchers.TIMING_SOURCES:
-            source = launchers.DEVICE_PROFILING
+        source = timing.INVOCATION if whole_call else self.source
+        if source not in timing.BENCHMARK_SOURCES:
+            source = timing.DEVICE_PROFILING
         return Benchmark(self.tools, vmfb, function, device, list(inputs), repeats,
                          list(flags), timeout, source, runner=self.runner)
 
     def resident_can_time(self, flags: Sequence[str]) -> bool:
         # The worker runs here, with no runtime flags (parameters, task topology).
-        return not flags and self.runner in (None, launchers.run)
+        return not flags and self.runner in (None, process.run)
 
     def resident(self) -> resident.Resident:
         if self.worker is None:

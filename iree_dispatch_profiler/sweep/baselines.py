@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from iree_dispatch_profiler.iree.iree_jobs import cpu_model
-from iree_dispatch_profiler.iree.launchers import Sample
+from iree_dispatch_profiler.iree.timing import Sample
 
 
 # float32 BLAS for every input type (numpy has no f16/bf16/int BLAS); our integer-valued

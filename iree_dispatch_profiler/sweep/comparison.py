@@ -15,8 +15,9 @@ import pandas as pd
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules
-from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, IreeTools, compile_command, run,
-                                                   run_module)
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command, run_module
+from iree_dispatch_profiler.iree.process import run
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import Timer, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest

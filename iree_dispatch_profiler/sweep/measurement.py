@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.iree.launchers import Sample
+from iree_dispatch_profiler.iree.timing import Sample
 
 
 @dataclass(frozen=True)

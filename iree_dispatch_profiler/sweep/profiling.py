@@ -7,7 +7,9 @@ from pathlib import Path
 
 from iree_dispatch_profiler.core.library import Target
 from iree_dispatch_profiler.iree.cluster import Here, Remote
-from iree_dispatch_profiler.iree.launchers import IreeTools, run_module, runtime_threads
+from iree_dispatch_profiler.iree.launchers import run_module
+from iree_dispatch_profiler.iree.target import runtime_threads
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.baselines import NumpyKernel
 from iree_dispatch_profiler.sweep.build import CompileRecord

@@ -22,8 +22,9 @@ from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote
 from iree_dispatch_profiler.iree.config_check import configuration_applied
-from iree_dispatch_profiler.iree.launchers import (SPEC_FLAG, IreeTools, compile_command, run_facts,
-                                                   run_module)
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command, run_module
+from iree_dispatch_profiler.iree.target import run_facts
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.verification import Agreement, non_finite, outputs_agreement

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import tunable
-from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, Benchmark, compile_command, run
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
+from iree_dispatch_profiler.iree.process import run
+from iree_dispatch_profiler.iree.timing import Benchmark
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec

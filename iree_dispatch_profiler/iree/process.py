@@ -1,0 +1,49 @@
+"""A process run with an argument list and a timeout, as a typed result (the one subprocess
+runner is iree_jobs.run_command), and how a tool is run here or on a worker (Runner)."""
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from typing import Callable
+
+from iree_dispatch_profiler.iree import iree_jobs
+
+@dataclass
+class ProcessResult:
+    returncode: int | None  # None: killed at the timeout
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def failure(self, what: str, timeout: float) -> str:
+        """One line saying why a failed process failed."""
+        if self.returncode is None:
+            return f"{what} timed out after {timeout:g} s"
+        if self.returncode < 0:
+            return f"{what} crashed ({signal.Signals(-self.returncode).name})"
+        # IREE's first diagnostic, without the `/long/path/x.mlir:3:5: error: ` prefix (the full
+        # text stays in the log).
+        for line in self.stderr.splitlines():
+            match = re.search(r"\berror: (.*)", line)
+            if match:
+                return f"{what}: {match.group(1).strip().rstrip(':')[:300]}"
+            # A flag it rejects: `iree-compile: Unknown command line argument '--x'.  Try: ...`
+            match = re.search(r"(Unknown command line argument '[^']*')", line)
+            if match:
+                return f"{what}: {match.group(1)}"
+        detail = (self.stderr.strip().splitlines() or ["no output"])[-1].strip()
+        return f"{what} exited {self.returncode}: {detail[:300]}"
+
+
+def run(command: list[str], timeout: float) -> ProcessResult:
+    """`command` on this machine (iree_jobs.run_command, the one subprocess runner)."""
+    return ProcessResult(**iree_jobs.run_command(command, timeout))
+
+
+# How a tool is run: `run` here, or cluster.Remote.run on a chosen worker.
+Runner = Callable[[list[str], float], ProcessResult]
