@@ -168,13 +168,13 @@ def test_a_cache_hit_runs_no_iree_compile_and_profiles_verified(tools, tmp_path)
 
 
 def test_identical_jobs_in_flight_compile_once(tools, tmp_path):
-    from iree_dispatch_profiler.iree import cluster
+    from iree_dispatch_profiler.iree.builder import Builder
     from iree_dispatch_profiler.iree.compile_cache import CompileCache
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.core.library import Target
 
     target = resolve_target(tools, Target())
-    builder = cluster.Builder(tools, target, tools.version(), CompileCache(tmp_path / "cache"))
+    builder = Builder(tools, target, tools.version(), CompileCache(tmp_path / "cache"))
     source = ROOT / "tests/data/seed_matmul.mlir"
     results = {}
 

@@ -36,7 +36,7 @@ from iree_dispatch_profiler.report import outputs
 from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_num_cpu, parse_positive, parse_seconds
 from iree_dispatch_profiler.iree import modules, tunable
-from iree_dispatch_profiler.iree.cluster import connect
+from iree_dispatch_profiler.iree.dask_client import connect
 from iree_dispatch_profiler.iree.target import check_runnable, resolve_target
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.tuning import model as model_tuning

@@ -26,7 +26,7 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.values import compile_patterns, parse_fraction, parse_positive
 from iree_dispatch_profiler.iree import modules
-from iree_dispatch_profiler.iree.cluster import Here
+from iree_dispatch_profiler.iree.machines import Here
 from iree_dispatch_profiler.iree.target import check_runnable, resolve_target, run_facts
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.report import content

@@ -16,7 +16,7 @@ from typing import Sequence
 from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.values import parse_bool, parse_num_cpu, parse_seconds
-from iree_dispatch_profiler.iree.cluster import Builder
+from iree_dispatch_profiler.iree.builder import Builder
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.sweep.build import compile_dispatches
 from iree_dispatch_profiler.sweep.manifest import Manifest, select

@@ -14,7 +14,9 @@ from iree_dispatch_profiler.core.library import (ARCH_FIELD, DEFAULT_RUNTIME_DEV
                                                  RUNTIME_DEVICES, Device, Target, UserError)
 from iree_dispatch_profiler.core.values import (compile_patterns, parse_fraction, parse_seconds,
                                                 parse_size)
-from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote, connect
+from iree_dispatch_profiler.iree.builder import Builder
+from iree_dispatch_profiler.iree.dask_client import connect
+from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.compile_cache import CompileCache, default_dir
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES

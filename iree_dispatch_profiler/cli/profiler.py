@@ -17,7 +17,7 @@ import pandas as pd
 from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_bool, parse_choices, parse_positive, parse_seconds
-from iree_dispatch_profiler.iree.cluster import Here
+from iree_dispatch_profiler.iree.machines import Here
 from iree_dispatch_profiler.iree.target import check_runnable
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.sweep.baselines import machine_peak

@@ -45,5 +45,5 @@ def run(command: list[str], timeout: float) -> ProcessResult:
     return ProcessResult(**iree_jobs.run_command(command, timeout))
 
 
-# How a tool is run: `run` here, or cluster.Remote.run on a chosen worker.
+# How a tool is run: `run` here, or machines.Remote.run on a chosen worker.
 Runner = Callable[[list[str], float], ProcessResult]

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import Device, Target
-from iree_dispatch_profiler.iree.cluster import Builder
+from iree_dispatch_profiler.iree.builder import Builder
 from iree_dispatch_profiler.iree.config_check import configuration_applied
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command, compile_flags
 from iree_dispatch_profiler.sweep.manifest import Dispatch, DispatchPaths, Manifest

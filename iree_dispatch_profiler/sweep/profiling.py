@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from iree_dispatch_profiler.core.library import Target
-from iree_dispatch_profiler.iree.cluster import Here, Remote
+from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.launchers import run_module
 from iree_dispatch_profiler.iree.target import runtime_threads
 from iree_dispatch_profiler.iree.tools import IreeTools

@@ -20,7 +20,8 @@ import pandas as pd
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules, tunable
-from iree_dispatch_profiler.iree.cluster import Builder, Here, Remote
+from iree_dispatch_profiler.iree.builder import Builder
+from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.config_check import configuration_applied
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command, run_module
 from iree_dispatch_profiler.iree.target import run_facts
