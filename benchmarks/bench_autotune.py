@@ -27,7 +27,7 @@ from iree_dispatch_profiler.iree.target import resolve_target
 from iree_dispatch_profiler.iree.timing import Benchmark
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.core.library import Target
-from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 
 SHAPES = [(512, 512, 512), (768, 512, 1024), (500, 300, 700), (1000, 1000, 1000)]
 

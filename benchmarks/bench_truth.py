@@ -27,8 +27,8 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import TIMING_SOURCES, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest
-from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
-from iree_dispatch_profiler.sweep.verification import ReferenceCache
+from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.verification import ReferenceCache
 
 SHAPE = (768, 512, 1024)  # the seed's own command line
 

@@ -37,7 +37,7 @@ def default_f32_matmul(folder: Path, m: int, n: int, k: int):
     """IREE's default for one f32 matmul, generated and compiled in `folder`: its manifest,
     dispatch, paths and input buffers."""
     from iree_dispatch_profiler.sweep.manifest import Manifest
-    from iree_dispatch_profiler.sweep.verification import ReferenceCache
+    from iree_dispatch_profiler.measure.verification import ReferenceCache
     assert run_script("generator.py", "--generated-dir", folder, f"--problem-m={m}",
                       f"--problem-n={n}", f"--problem-k={k}", "--data-types=f32t_f32t_f32t",
                       "--dispatches=_default$").returncode == 0

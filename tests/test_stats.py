@@ -7,7 +7,7 @@ import pytest
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.iree.timing import Sample
-from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 
 
 def noisy(median: float, cv: float, n: int, seed: int) -> np.ndarray:

@@ -8,7 +8,7 @@ import pytest
 from helpers import run_script
 from iree_dispatch_profiler.core.library import DataType, TensorDescription
 from iree_dispatch_profiler.ops import attention, conv, matmul
-from iree_dispatch_profiler.sweep import verification
+from iree_dispatch_profiler.measure import verification
 
 
 def mm(m, n, k, a="f32t", b="f32t", c="f32t", **more):

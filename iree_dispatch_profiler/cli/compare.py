@@ -34,7 +34,7 @@ from iree_dispatch_profiler.iree.timers import Timers
 from iree_dispatch_profiler.sweep import comparison
 from iree_dispatch_profiler.sweep.comparison import Variant
 from iree_dispatch_profiler.sweep.manifest import Manifest, select
-from iree_dispatch_profiler.sweep.measurement import Measurement, Protocol
+from iree_dispatch_profiler.measure.protocol import Measurement, Protocol
 from iree_dispatch_profiler.sweep.plots import speedup_plot
 
 NAME = re.compile(r"[A-Za-z0-9_.+-]+$")

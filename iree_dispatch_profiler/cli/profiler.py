@@ -23,7 +23,7 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.sweep.baselines import machine_peak
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest, select
-from iree_dispatch_profiler.sweep.measurement import Protocol
+from iree_dispatch_profiler.measure.protocol import Protocol
 from iree_dispatch_profiler.sweep.performance_report import (PROVIDER_IREE, PROVIDER_NUMPY,
                                                              CsvReport, summary)
 from iree_dispatch_profiler.sweep.plots import write_plots

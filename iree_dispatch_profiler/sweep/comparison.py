@@ -21,8 +21,8 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import Timer, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
-from iree_dispatch_profiler.sweep.measurement import Candidate, Measurement, Protocol, measure
-from iree_dispatch_profiler.sweep.verification import ReferenceCache, agreement
+from iree_dispatch_profiler.measure.protocol import Candidate, Measurement, Protocol, measure
+from iree_dispatch_profiler.measure.verification import ReferenceCache, agreement
 
 
 @dataclass

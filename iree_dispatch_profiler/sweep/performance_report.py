@@ -12,7 +12,7 @@ import pandas as pd
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.stats import CONFIDENCE, MIN_EFFECT, NO_ESTIMATE, Estimate
-from iree_dispatch_profiler.sweep.measurement import Outcome
+from iree_dispatch_profiler.measure.protocol import Outcome
 
 PROVIDER_IREE = "IREE Codegen"
 PROVIDER_NUMPY = "numpy"

@@ -14,10 +14,10 @@ from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.baselines import NumpyKernel
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
-from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 from iree_dispatch_profiler.sweep.performance_report import (PROVIDER_IREE, PROVIDER_NUMPY,
                                                              PerformanceResult)
-from iree_dispatch_profiler.sweep.verification import ReferenceCache
+from iree_dispatch_profiler.measure.verification import ReferenceCache
 
 
 class Profiler:

@@ -27,8 +27,8 @@ from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command, ru
 from iree_dispatch_profiler.iree.target import run_facts
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
-from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
-from iree_dispatch_profiler.sweep.verification import Agreement, non_finite, outputs_agreement
+from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.verification import Agreement, non_finite, outputs_agreement
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning import strategies
 from iree_dispatch_profiler.tuning.paths import TuningPaths

@@ -17,8 +17,8 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.timing import Benchmark
-from iree_dispatch_profiler.sweep.measurement import Candidate, Outcome, Protocol, measure
-from iree_dispatch_profiler.sweep.verification import Agreement
+from iree_dispatch_profiler.measure.protocol import Candidate, Outcome, Protocol, measure
+from iree_dispatch_profiler.measure.verification import Agreement
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import DEFAULT, Build, OpResult

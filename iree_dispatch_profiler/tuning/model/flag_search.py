@@ -12,7 +12,7 @@ from pathlib import Path
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
-from iree_dispatch_profiler.sweep.measurement import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning.engine import DEFAULT, Build
 from iree_dispatch_profiler.tuning.flags import FlagSet
