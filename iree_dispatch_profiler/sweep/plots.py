@@ -1,4 +1,5 @@
-"""PNG plots of a profiling run: GFLOP/s per configuration of each operation, and a roofline."""
+"""PNG plots (matplotlib, no display): GFLOP/s per configuration of each operation, a roofline,
+compare.py's speedups; `save` and `plt` for the tuner's plots (tuning/plots.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,13 +8,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from iree_dispatch_profiler.sweep.performance_report import (  # noqa: E402
     PROVIDER_IREE, PROVIDER_NUMPY, PerformanceResult)
 
 
-def _save(figure, path: Path) -> None:
+def save(figure, path: Path) -> None:
+    """Lay out, write and close a figure (the tuner's plots too)."""
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -40,7 +41,7 @@ def configuration_plot(operation: str, results: list[PerformanceResult], path: P
         axis.legend(loc="lower right")
     axis.set_xlabel("GFLOP/s with 95% interval (orange: IREE default; gray: config not applied)")
     axis.set_title(operation, fontsize=9)
-    _save(figure, path)
+    save(figure, path)
 
 
 def roofline_plot(results: list[PerformanceResult], peak: dict, path: Path) -> None:
@@ -64,7 +65,7 @@ def roofline_plot(results: list[PerformanceResult], peak: dict, path: Path) -> N
     axis.set_title("roofline of all dispatches")
     axis.legend(fontsize=8)
     axis.grid(True, which="both", alpha=0.3)
-    _save(figure, path)
+    save(figure, path)
 
 
 def speedup_plot(comparisons: list[dict], path: Path, title: str) -> None:
@@ -81,7 +82,7 @@ def speedup_plot(comparisons: list[dict], path: Path, title: str) -> None:
     axis.set_xlabel("speedup old/new with interval (red: regression, green: improvement)")
     axis.set_title(title, fontsize=9)
     axis.tick_params(axis="y", labelsize=6)
-    _save(figure, path)
+    save(figure, path)
 
 
 def write_plots(results: list[PerformanceResult], folder: Path, peak: dict | None) -> list[Path]:
@@ -100,32 +101,3 @@ def write_plots(results: list[PerformanceResult], folder: Path, peak: dict | Non
         roofline_plot(results, peak, path)
         written.append(path)
     return written
-
-
-def progress_plot(curves: list[tuple[str, list[float]]], path: Path) -> None:
-    """Best verified speedup over IREE's default against trials, one line per op."""
-    figure, axis = plt.subplots(figsize=(7, 4))
-    for label, curve in curves:
-        axis.step(range(1, len(curve) + 1), curve, where="post", label=label)
-    axis.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="IREE default")
-    axis.set_xlabel("trial")
-    axis.set_ylabel("best speedup over IREE's default so far")
-    axis.legend(fontsize=7)
-    axis.grid(True, alpha=0.3)
-    _save(figure, path)
-
-
-def model_plot(dispatches: list[str], before: dict[str, float], after: dict[str, float],
-               path: Path) -> None:
-    """Time per dispatch in one model call, IREE's default against the tuned model."""
-    shown = dispatches[:20]
-    figure, axis = plt.subplots(figsize=(8, 1.2 + 0.35 * len(shown)))
-    rows = np.arange(len(shown))
-    axis.barh(rows - 0.2, [before.get(d, 0.0) for d in shown], height=0.4, label="IREE default")
-    axis.barh(rows + 0.2, [after.get(d, 0.0) for d in shown], height=0.4, label="tuned (spec)")
-    axis.set_yticks(rows, [d.split("_dispatch_", 1)[-1][:40] for d in shown], fontsize=7)
-    axis.invert_yaxis()
-    axis.set_xlabel("ms per model call")
-    axis.legend(fontsize=7)
-    axis.grid(True, axis="x", alpha=0.3)
-    _save(figure, path)

@@ -14,7 +14,7 @@ from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import tunable
 from iree_dispatch_profiler.iree.config_check import configuration_applied
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
-from iree_dispatch_profiler.sweep.plots import progress_plot
+from iree_dispatch_profiler.tuning.plots import progress_plot
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, Tuner,
                                                   confirm, report, search)
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, best_so_far, load_trials

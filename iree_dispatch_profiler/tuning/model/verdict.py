@@ -12,7 +12,7 @@ from pathlib import Path
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
-from iree_dispatch_profiler.sweep.plots import model_plot
+from iree_dispatch_profiler.tuning.plots import model_plot
 from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult
 from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, ModelTuner
 
