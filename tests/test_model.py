@@ -1,7 +1,10 @@
 """autotune.py --model with the real tools on small torch models exported by iree-turbine
 (tests/data/export_models.py): the dispatches are found, a spec is checked to apply, the
 outputs agree, a spec that matches nothing is reported, and the tuning loop runs end to end."""
+import os
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -357,8 +360,10 @@ def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path
     script = tmp_path / "lm_compile.sh"
     text = script.read_text()
     assert "--iree-llvmcpu-target-cpu=host" in text and "aggressive-fusion" in text
+    # as a user runs it: with the virtualenv's tools on PATH
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     built = subprocess.run(["sh", str(script)], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=300)
+                           timeout=300, env={**os.environ, "PATH": path})
     assert built.returncode == 0, built.stderr
     logits = tmp_path / "logits.npy"
     ran = run_module(tools, tmp_path / "lm_tuned.vmfb", "main", "local-task",
