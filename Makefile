@@ -23,17 +23,19 @@ run: setup
 	-$(PY) compile.py --generated-dir $(GEN)
 	$(PY) profiler.py --generated-dir $(GEN) --output $(GEN)/data.csv --time-budget=$(BUDGET) --html $(GEN)/report.html
 
-# The lint gate, then the fast lane (no IREE tool runs: seconds), then the tests that drive the
+# The lint and type gate (ruff, mypy), then the fast lane (no IREE tool runs: seconds), then the tests that drive the
 # real IREE tools. The HTML reports' tests open them in Debian's headless chromium: installed
 # here where missing (the tests skip, saying why, where it cannot be).
 test: setup browser
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -m "not iree"
 	$(PY) -m pytest -q -m iree
 
 # The lint gate and the fast lane alone.
 fast: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -m "not iree"
 
 browser:

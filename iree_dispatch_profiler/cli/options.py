@@ -109,7 +109,7 @@ def add_inputs(parser) -> None:
                              "function's types)")
 
 
-def add_parameters(parser: argparse.ArgumentParser) -> None:
+def add_parameters(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument("--parameters", action="append", default=[], metavar="SCOPE=FILE.irpa",
                         help="parameter archive, as in IREE's tools (repeatable)")
 

@@ -17,7 +17,7 @@ import pandas as pd
 from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_bool, parse_choices, parse_positive, parse_seconds
-from iree_dispatch_profiler.iree.machines import Here
+from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.target import check_runnable
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.sweep.baselines import machine_peak
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.append or args.resume) and args.output is None:
         raise UserError("--append and --resume need --output")
     tools = IreeTools.locate(args.iree_bin_dir)
-    machine = Here()
+    machine: Here | Remote = Here()
     if not args.dry_run:
         if args.scheduler and not args.profile_on:
             raise UserError("--scheduler here only serves --profile-on: timing stays on this "

@@ -82,7 +82,7 @@ def seeded_inputs(operation, seed: int) -> list[np.ndarray]:
     return arrays
 
 
-def tolerance(operation, reference: np.ndarray, scale: np.ndarray) -> np.ndarray | float:
+def tolerance(operation, reference: np.ndarray, scale: np.ndarray | float) -> np.ndarray | float:
     """Allowed |result - reference| per element (module docstring); `scale` is the operation's
     accumulation_scale on the same inputs."""
     output_type = operation.output[1]

@@ -84,4 +84,4 @@ def configuration_spec(config: TuningConfiguration) -> str:
     """The spec that attaches `config` to its `spec_root` op, whatever its operands (a generated
     dispatch holds one such op)."""
     return tuning_spec([SpecEntry(spec_entry_name(config.spec_root), (config.spec_root,),
-                                  (), config.compilation_info)])
+                                  (), config.compilation_info or "")])

@@ -116,7 +116,7 @@ def _integer(path: Path, number: int, column: str, text: str | None, default: in
     if text in (None, "") and default is not None:
         return default
     try:
-        value = int(float(text))
+        value = int(float(str(text)))  # None fails as 'None' does
     except (TypeError, ValueError):
         raise UserError(f"--problems-file {path} row {number}: {column} = '{text}' is not a number") from None
     if value < 0:

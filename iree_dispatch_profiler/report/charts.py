@@ -4,7 +4,7 @@ configuration on hover, and before/after bars. Values arrive as plain lists."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 LEADER, OTHER, FAILED = "#2a9d3f", "#4c72b0", "#c44e52"
 WIDTH = 620
@@ -70,7 +70,7 @@ def roofline(names: Sequence[str], intensity: Sequence[float], gflops: Sequence[
     return chart
 
 
-def progress(curves: dict[str, Sequence[float]]):
+def progress(curves: Mapping[str, Sequence[float]]):
     """Best speedup found against trials, one line per op."""
     from bokeh.palettes import Category10
     from bokeh.plotting import figure

@@ -8,7 +8,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Generator
 
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import Device, Target
@@ -116,7 +116,7 @@ def _newer_than(path: Path, source: Path) -> bool:
 
 def compile_dispatches(builder: Builder, manifest: Manifest, dispatches: list[Dispatch],
                        extra_flags: list[str], timeout: float, force: bool, profile: bool,
-                       jobs: int) -> Iterator[tuple[CompileRecord, bool]]:
+                       jobs: int) -> Generator[tuple[CompileRecord, bool], None, None]:
     """compile_dispatch for each dispatch, `jobs` at a time: (record, was_up_to_date) as each
     finishes. Each thread waits on one compile, here or on the cluster."""
     pool = ThreadPoolExecutor(max_workers=jobs)

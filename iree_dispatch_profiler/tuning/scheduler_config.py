@@ -81,7 +81,7 @@ def _int(section: str, key: str, text: str) -> int:
 
 def load(path: Path) -> SchedulerConfig:
     parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.optionxform = str  # keys as written
+    parser.optionxform = str  # type: ignore[assignment, method-assign]  # keys as written
     try:
         with open(path, encoding="utf-8") as stream:
             parser.read_file(stream)

@@ -113,7 +113,7 @@ def export(tuner: Tuner, results: list[OpResult]) -> None:
     tuned = [(r.op, r.best_tile, tuning_space.configuration(r.op, r.best_tile))
              for r in results if r.best_tile]
     if tuned:
-        attached = {op.index: c.compilation_info for op, _, c in tuned if not c.spec_root}
+        attached = {op.index: c.compilation_info or "" for op, _, c in tuned if not c.spec_root}
         if attached:
             best = paths.best_module
             best.write_text(tunable.with_configs(s.input, attached))

@@ -88,7 +88,7 @@ class Space:
         """Tile points tried first, like flag points: the best-ranked data-tiled config with and
         without ukernels (one family of a dozen points in hundreds, and on large GEMMs the
         fastest: a strategy learns of it at once)."""
-        firsts = {}
+        firsts: dict[int, Point] = {}
         for point in self.tiles:
             if point.data_tiling:
                 firsts.setdefault(point.data_tiling, point)

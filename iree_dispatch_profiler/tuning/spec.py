@@ -35,7 +35,7 @@ def text(spec_entries: list["Entry"]) -> str:
     """The spec file holding exactly these entries, under their names."""
     return mlir_text.tuning_spec([mlir_text.SpecEntry(e.name, e.matcher.op_names,
                                                       e.matcher.operand_types,
-                                                      e.config.compilation_info)
+                                                      e.config.compilation_info or "")
                                   for e in spec_entries if e.matcher is not None])
 
 
@@ -69,10 +69,10 @@ class Matcher:
 
 
 def _compatible(got: str, wanted: str) -> bool:
-    shapes = [re.fullmatch(r"tensor<((?:[0-9?]+x)*)([^x,>]+)>", t) for t in (got, wanted)]
-    if got == wanted or not all(shapes):
+    first, second = (re.fullmatch(r"tensor<((?:[0-9?]+x)*)([^x,>]+)>", t) for t in (got, wanted))
+    if got == wanted or first is None or second is None:
         return got == wanted
-    (a, element_a), (b, element_b) = (s.groups() for s in shapes)
+    (a, element_a), (b, element_b) = first.groups(), second.groups()
     a, b = a.split("x")[:-1], b.split("x")[:-1]
     return element_a == element_b and len(a) == len(b) and all(
         x == y or "?" in (x, y) for x, y in zip(a, b))

@@ -98,7 +98,7 @@ def comparison_lines(result: ModelResult) -> list[str]:
     """The figures behind the Model line, and IREE's other answer (its data tiling and
     ukernels) against its default and against the answer (none for an answer whose outputs
     disagree: it is not faster at anything)."""
-    lines = []
+    lines: list[str] = []
     if not result.outputs_ok:
         return lines
     for estimate, what in ((result.speedup, "the tuned model against IREE's default"),
