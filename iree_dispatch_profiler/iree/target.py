@@ -109,15 +109,26 @@ def check_runnable(tools: IreeTools, target: Target, runner: Runner | None = Non
                         "generate again for --cpu=host")
 
 
-def run_facts(tools: IreeTools, target: Target, device: str, machine_facts: dict, timed_on: str,
+def target_summary(target: Target) -> str:
+    """`llvm-cpu:znver3, x86_64, 32-byte vectors (avx avx2 ...)`, or the device and arch."""
+    cpu = target.cpu_target
+    return f"{target.device.value}:{cpu.summary}" if cpu else target.name
+
+
+def machine_facts(device: str, facts: dict, timed_on: str) -> dict:
+    """Where a run's times come from: the runtime device, its threads, the CPU model and the
+    machine (the sweep's CSV rows and every report header)."""
+    return {"runtime device": device,
+            "threads": runtime_threads(device, facts.get("physical_cores", 0)),
+            "cpu model": facts.get("cpu_model", ""), "timed on": timed_on}
+
+
+def run_facts(tools: IreeTools, target: Target, device: str, facts: dict, timed_on: str,
               timing_source: str) -> dict[str, str]:
     """What a report's header says of a run: target, IREE, runtime device, threads, timing
     source, where and when."""
-    cpu = target.cpu_target
-    return {"target": f"{target.device.value}:{cpu.summary}" if cpu else target.name,
-            "IREE version": tools.version(), "runtime device": device,
-            "threads": str(runtime_threads(device, machine_facts.get("physical_cores", 0))),
-            "cpu model": machine_facts.get("cpu_model", ""), "timed on": timed_on,
+    return {"target": target_summary(target), "IREE version": tools.version(),
+            **{k: str(v) for k, v in machine_facts(device, facts, timed_on).items()},
             "timing source": timing_source,
             "date": datetime.now().astimezone().isoformat(timespec="seconds")}
 

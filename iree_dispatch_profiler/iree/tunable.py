@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import modules
 
 # Named 2-D convolutions carry no indexing_maps attribute: their loop order, and where each
@@ -175,12 +174,8 @@ def find(path: Path) -> list[TunableOp]:
     """Every tunable op of the module in `path`, in IR order."""
     from iree.compiler import ir
 
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror}") from None
     with ir.Context() as context:
-        module = modules.parse(text, str(path), context)
+        module = modules.parse(modules.read(path), str(path), context)
         return [describe(op, index, function, kind)
                 for index, (function, op, kind) in enumerate(_candidates(module))]
 

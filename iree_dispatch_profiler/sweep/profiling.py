@@ -8,7 +8,7 @@ from pathlib import Path
 from iree_dispatch_profiler.core.library import Target
 from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.launchers import run_module
-from iree_dispatch_profiler.iree.target import runtime_threads
+from iree_dispatch_profiler.iree.target import machine_facts, target_summary
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.baselines import NumpyKernel
@@ -37,15 +37,12 @@ class Profiler:
         self.run_timeout = run_timeout
         cpu = target.cpu_target
         self.environment = {
-            "target": target.name, "runtime device": self.device,
-            "cpu model": machine.facts["cpu_model"],
-            "threads": runtime_threads(self.device, machine.facts["physical_cores"]),
+            "target": target.name, **machine_facts(device, machine.facts, machine.label),
             "IREE version": manifest.iree_version,
-            "timed on": machine.label,  # what the times describe
             "vector bytes": cpu.native_vector_bytes if cpu else "N/A",
             "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
         }
-        self.target_summary = f"{target.device.value}:{cpu.summary}" if cpu else target.name
+        self.target_summary = target_summary(target)
 
     def result_for(self, operation, configuration: str, provider: str = PROVIDER_IREE) -> PerformanceResult:
         return PerformanceResult(
