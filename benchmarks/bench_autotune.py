@@ -65,7 +65,8 @@ def main() -> int:
                     "data tiling": (module, shlex.split(tuning_space.DEFAULT_FLAG_POINTS["data_tiling"]))}
         if best_tile:
             variants["best tiles"] = (work / f"{name}_best.mlir", [])
-        candidates = [Candidate("numpy", lambda seconds, a=a, b=b: timed_calls(lambda: a @ b, seconds))]
+        candidates = [Candidate("numpy", lambda seconds, a=a, b=b:
+                                timed_calls(lambda: a @ b, seconds))]
         for label, (source, flags) in variants.items():
             vmfb = work / f"{name}_{label.replace(' ', '_')}.vmfb"
             result = run(compile_command(tools, target, source, vmfb, flags), 600)

@@ -189,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = model_tuning.run_model(s, prepare(args, s))
     else:
         # the single-op tuner edits the module's text: MLIR bytecode is read as text
-        given, s.input = s.input, modules.as_text(s.input, Path(tempfile.mkdtemp(prefix="autotune_")))
+        given = s.input
+        s.input = modules.as_text(given, Path(tempfile.mkdtemp(prefix="autotune_")))
         found = tunable.find(s.input)
         if args.list:
             single_op.print_list(given, found)

@@ -2,10 +2,10 @@
 
 Inputs. Floats are drawn uniformly from [-1, 1) and rounded to the input type (subnormals made
 0): realistic magnitudes with every mantissa bit in use, so a dispatch that drops precision
-(inputs demoted to bf16 or f16, a truncated accumulator) shows it. The reference is computed in float64 from the
-rounded values, so it is the exact result of what the dispatch read, up to float64's own
-rounding (1e-16 relative, far below any tolerance here). Integers are drawn over the input
-type's range, capped so that no i32 sum can overflow: integer results must be exact.
+(inputs demoted to bf16 or f16, a truncated accumulator) shows it. The reference is computed
+in float64 from the rounded values, so it is the exact result of what the dispatch read, up to
+float64's own rounding (1e-16 relative, far below any tolerance here). Integers are drawn over
+the input type's range, capped so that no i32 sum can overflow: integer results must be exact.
 
 Tolerance (per element i, float results):
 
@@ -113,10 +113,10 @@ def compare(result: np.ndarray, reference: np.ndarray, operation,
             scale: np.ndarray | None = None) -> Comparison:
     """`result` against the float64 `reference` under the one tolerance rule."""
     output_type = operation.output[1]
+    u_acc = unit_roundoff(operation.accumulator)
     rule = ("exact" if not output_type.is_float else
-            f"{unit_roundoff(output_type):.2g}*|ref| + {LAMBDA:g}*{unit_roundoff(operation.accumulator):.2g}"
-            f"*(sqrt(K*sum t^2) + |ref|), K={operation.reduction_length}, "
-            f"{operation.accumulator.short} accumulator")
+            f"{unit_roundoff(output_type):.2g}*|ref| + {LAMBDA:g}*{u_acc:.2g}*(sqrt(K*sum t^2) + "
+            f"|ref|), K={operation.reduction_length}, {operation.accumulator.short} accumulator")
     got = result.astype(np.float64)
     if result.shape != reference.shape:
         return Comparison(False, math.inf, math.inf, 0.0, (), f"shape {result.shape} is not "

@@ -1,1 +1,2 @@
-"""HTML reports from the files the commands write: the page, its charts, what each kind of result shows."""
+"""HTML reports from the files the commands write: the page, its charts, what each kind of
+result shows."""

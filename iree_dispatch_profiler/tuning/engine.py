@@ -219,8 +219,8 @@ class Tuner:
 
     def benchmark(self, build: Build, function: str, per_dispatch: bool = False) -> Timer:
         return self.timers.benchmark(build.vmfb, function, self.device,
-                                     self.inputs[function].flags, flags=self.run_flags, timeout=self.s.run_timeout,
-                                     per_dispatch=per_dispatch)
+                                     self.inputs[function].flags, flags=self.run_flags,
+                                     timeout=self.s.run_timeout, per_dispatch=per_dispatch)
 
     def verify(self, build: Build, function: str) -> tuple[str, str, Agreement | None]:
         """(status, reason, agreement) of a build's outputs against IREE's default's on the

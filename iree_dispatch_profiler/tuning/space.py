@@ -178,7 +178,8 @@ def spec_matchers(op: TunableOp, point: Point) -> dict[int, Matcher]:
                   for d, inner in (("m", tile.m0), ("n", tile.n0), ("k", tile.k0)))
     types = (mlir_text.tensor_type((m1, k1, tile.m0, tile.k0), dtype),
              mlir_text.tensor_type((n1, k1, tile.n0, tile.k0), dtype),
-             mlir_text.tensor_type((m1, n1, tile.m0, tile.n0), kinds.element(op.accumulator_element)))
+             mlir_text.tensor_type((m1, n1, tile.m0, tile.n0),
+                                   kinds.element(op.accumulator_element)))
     return {op.index: Matcher((cpu_tiles.MMT4D_OP,), tuple(enumerate(types)))}
 
 

@@ -5,7 +5,8 @@ torch and iree-turbine are not dependencies of the toolkit. To rerun, in a virtu
 `torch` extra (the CPU build of torch, e.g. from /opt/wheels):
     python -m venv ../turbine && ../turbine/bin/pip install -e ".[torch]"
     ../turbine/bin/python tests/data/export_models.py
-It rewrites the *_torch.mlir files (and tiny_lm_torch.irpa, its inputs and PyTorch's logits). benchmarks/bench_model.py builds the same modules from
+It rewrites the *_torch.mlir files (and tiny_lm_torch.irpa, its inputs and PyTorch's logits).
+benchmarks/bench_model.py builds the same modules from
 MODELS to time PyTorch eager beside IREE."""
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning.engine import DEFAULT, Build
 from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner
-from iree_dispatch_profiler.tuning.records import COMPILE_FAILED, OK, TIMING_FAILED, read_table, write_table
+from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, TIMING_FAILED, read_table,
+                                                   write_table)
 
 @dataclass
 class FlagChoice:

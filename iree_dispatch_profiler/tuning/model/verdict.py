@@ -54,7 +54,8 @@ def answer_line(result: ModelResult, script: Path) -> str:
         return "Answer: IREE's default"
     if not result.outputs_ok:
         return "Answer: IREE's default (the tuned answer's outputs disagree: not shipped)"
-    return f"Answer: sh {script} (the iree-compile command that was timed; inside, the same for another CPU)"
+    return (f"Answer: sh {script} (the iree-compile command that was timed; inside, the same "
+            "for another CPU)")
 
 
 def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> None:
@@ -62,7 +63,8 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
     as IREE resolved them), the same with `host` for another machine, and the run command."""
     s, target = tuner.s, tuner.target
     vmfb = s.paths.tuned_vmfb
-    timed = compile_command(tuner.tools, target, s.input.resolve(), Path(vmfb), answer_flags(result))
+    timed = compile_command(tuner.tools, target, s.input.resolve(), Path(vmfb),
+                            answer_flags(result))
     portable = dataclasses.replace(target, cpu="host", cpu_features="", target_triple="",
                                    cpu_target=None)
     elsewhere = compile_command(tuner.tools, portable, s.input.resolve(), Path(vmfb),
