@@ -157,7 +157,9 @@ def test_a_model_report_shows_the_ranking_before_and_after(browser, tmp_path):
     assert len(rows(browser, "model-dispatches")) == len(summary["dispatches"]) > 1
     targets = [d for d in summary["dispatches"] if d["speedup"] is not None]
     assert rendered_charts(browser) == 1 + bool(targets)
-    assert summary["lines"][0] in browser.find_element("id", "verdict").text
+    verdict = browser.find_element("id", "verdict").text
+    assert summary["lines"][0].startswith("Inputs: seeded random inputs (seed 0)")
+    assert all(line in verdict for line in summary["lines"][:2])
 
 
 def test_comparison_reports_show_variants_verdicts_and_agreement(browser, tmp_path, sweep):

@@ -184,7 +184,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
         log(f"Tuning spec {result.spec}{together}: " + (
             "applies as intended" if not result.problems
             else f"{len(result.problems)} problem(s)"))
-    log(f"Inputs: {tuner.inputs[tuner.function].about}")
+    inputs = f"Inputs: {tuner.inputs[tuner.function].about}"
+    log(inputs)
     log(outputs_line(result))
     log(model_line(result))
     if result.times:
@@ -198,7 +199,7 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     dispatches = dispatch_rows(rows, result, tuned_targets)
     write_report(report_path, dispatches, result)
     write_summary(paths.model_summary, tuner.facts, dispatches,
-                  [*verdict_lines(result), answer_line(result, script), *result.problems])
+                  [inputs, *verdict_lines(result), answer_line(result, script), *result.problems])
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
     log(f"Report: {report_path}; plot: {plot}; ranking: {paths.ranking}")
     log.timings()
