@@ -165,3 +165,4 @@ def test_the_profiler_rejects_a_matmul_compiled_with_demoted_inputs(tmp_path, de
         else:
             assert profiled.returncode == 1 and set(rows["Verification"]) == {"FAILED"}
             assert "allowed" in rows["Reason"].iloc[0] and "f32 accumulator" in rows["Reason"].iloc[0]
+

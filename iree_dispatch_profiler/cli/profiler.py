@@ -20,7 +20,7 @@ from iree_dispatch_profiler.core.values import parse_bool, parse_choices, parse_
 from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.target import check_runnable
 from iree_dispatch_profiler.iree.tools import IreeTools
-from iree_dispatch_profiler.sweep.baselines import machine_peak
+from iree_dispatch_profiler.sweep.baselines import blas_summary, machine_peak
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest, select
 from iree_dispatch_profiler.measure.protocol import Protocol
@@ -137,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     numpy_for = {operation for operation in jobs if PROVIDER_NUMPY in args.providers
                  and f"{operation.name}_numpy" not in done}
     jobs = {op: queue for op, queue in jobs.items() if queue or op in numpy_for}
+    if numpy_for:
+        blas, warning = blas_summary()
+        print(f"numpy beside IREE: {blas}" + (f"\nwarning: {warning}" if warning else ""))
 
     results = []
     progress = Progress(sum(len(q) + (op in numpy_for) for op, q in jobs.items()),

@@ -14,6 +14,53 @@ from iree_dispatch_profiler.iree.iree_jobs import cpu_model
 from iree_dispatch_profiler.iree.timing import Sample
 
 
+# OpenBLAS's kernels that use AVX-512, by the names threadpoolctl reports
+AVX512_KERNELS = {"SkylakeX", "CooperLake", "SapphireRapids"}
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def blas_summary(infos: list[dict] | None = None, environ=None,
+                 cpu_flags: set[str] | None = None) -> tuple[str, str]:
+    """What numpy's BLAS is (library, version, kernel, threads, as threadpoolctl reads them),
+    and a warning when the environment pins a kernel below what this CPU supports (some
+    machine images set OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs, which halves numpy's GEMM),
+    else ''."""
+    if infos is None:
+        from threadpoolctl import threadpool_info
+        np.ones((2, 2)) @ np.ones((2, 2))  # the BLAS is loaded by its first call
+        infos = threadpool_info()
+    environ = os.environ if environ is None else environ
+    blas = [i for i in infos if i.get("user_api") == "blas"]
+    if not blas:
+        return "BLAS not identified", ""
+    info = blas[0]
+    library = {"openblas": "OpenBLAS", "mkl": "MKL", "blis": "BLIS"}.get(
+        info.get("internal_api", ""), info.get("internal_api", "BLAS"))
+    kernel = info.get("architecture") or ""
+    text = (f"{library} {info.get('version') or ''}".strip()
+            + (f", {kernel} kernel" if kernel else "") + f", {info.get('num_threads')} threads")
+    pinned = environ.get("OPENBLAS_CORETYPE", "")
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    below = library == "OpenBLAS" and "avx512f" in flags and kernel not in AVX512_KERNELS
+    warning = ""
+    if pinned and below:
+        warning = (f"OPENBLAS_CORETYPE={pinned} pins numpy's BLAS to its {kernel} kernel on an "
+                   "AVX-512 CPU: numpy runs below its best (unset OPENBLAS_CORETYPE and "
+                   "OPENBLAS_L2_SIZE for the anchor at its best kernel)")
+    elif pinned:
+        warning = f"OPENBLAS_CORETYPE={pinned} pins numpy's BLAS kernel ({kernel})"
+    return text, warning
+
+
 # float32 BLAS for every input type (numpy has no f16/bf16/int BLAS); our integer-valued
 # inputs keep int8 products exact in float32 up to K = 2^21.
 NUMPY_COMPUTE_TYPE = np.float32
@@ -29,8 +76,10 @@ class NumpyKernel:
         self.operation = operation
         self.inputs = inputs
         types = sorted({a.dtype.name for a in inputs} - {np.dtype(NUMPY_COMPUTE_TYPE).name})
+        blas = blas_summary()[0]
         self.description = (f"numpy {np.__version__}: upcast {'/'.join(types)} to float32, then "
-                            "BLAS" if types else f"numpy {np.__version__}: float32 BLAS")
+                            f"BLAS ({blas})" if types
+                            else f"numpy {np.__version__}: float32 BLAS ({blas})")
         self.result = self()  # warm-up, and the value to verify
 
     def __call__(self) -> np.ndarray:
