@@ -2,6 +2,7 @@
 (BLAS GEMM GFLOP/s, large-copy GB/s) for the roofline."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -28,6 +29,14 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+@functools.cache
+def _loaded_blas() -> list[dict]:
+    """threadpoolctl's view of this process's libraries, read once (it scans every loaded one)."""
+    from threadpoolctl import threadpool_info
+    np.ones((2, 2)) @ np.ones((2, 2))  # the BLAS is loaded by its first call
+    return threadpool_info()
+
+
 def blas_summary(infos: list[dict] | None = None, environ=None,
                  cpu_flags: set[str] | None = None) -> tuple[str, str]:
     """What numpy's BLAS is (library, version, kernel, threads, as threadpoolctl reads them),
@@ -35,9 +44,7 @@ def blas_summary(infos: list[dict] | None = None, environ=None,
     machine images set OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs, which halves numpy's GEMM),
     else ''."""
     if infos is None:
-        from threadpoolctl import threadpool_info
-        np.ones((2, 2)) @ np.ones((2, 2))  # the BLAS is loaded by its first call
-        infos = threadpool_info()
+        infos = _loaded_blas()
     environ = os.environ if environ is None else environ
     blas = [i for i in infos if i.get("user_api") == "blas"]
     if not blas:
