@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Side by side, in one run on llvm-cpu: IREE default, data tiling, the best of each family of
-tuning configurations (tiles, tiles with cache levels, data-tiled) and numpy (OpenBLAS) on real
-matmul shapes from workloads/ and a 4096 square, and compile wall time -j1 vs -jN."""
+tuning configurations (tiles, tiles with cache levels, data-tiled, inner_tiled) and numpy
+(OpenBLAS at its best kernel) on real matmul shapes from workloads/, a 4096 square and large
+shapes that are not multiples of the inner tiles, and compile wall time -j1 vs -jN."""
 from __future__ import annotations
 
 import csv
@@ -12,7 +13,8 @@ from common import WORKLOADS, compile_and_profile, parse_args, print_table, scri
 
 def workload_shapes() -> list[tuple[int, int, int]]:
     """One mmperf square, one DeepBench training GEMM, two SDXL UNet mms, the UNet's two largest
-    f32 GEMMs (a feed-forward layer's up and down projections) and a 4096 square."""
+    f32 GEMMs (a feed-forward layer's up and down projections), a 4096 square, and two large
+    shapes whose M is no multiple of 16 (3000x4096x2048, 1000^3)."""
     def rows(name):
         with open(WORKLOADS / name, newline="") as handle:
             return list(csv.DictReader(handle))
@@ -25,7 +27,8 @@ def workload_shapes() -> list[tuple[int, int, int]]:
                     (("10240", "1280"), ("1280", "5120"))]
     return [(int(r[m]), int(r[n]), int(r[k])) for r, (m, n, k) in
             [(mmperf, "mnk"), (deepbench, "mnk"), (sdxl[0], "MNK"), (sdxl[2], "MNK"),
-             *((r, "MNK") for r in feed_forward)]] + [(4096, 4096, 4096)]
+             *((r, "MNK") for r in feed_forward)]] + [(4096, 4096, 4096), (3000, 4096, 2048),
+                                                     (1000, 1000, 1000)]
 
 
 def main() -> None:

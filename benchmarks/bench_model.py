@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
-export_models.py), with PyTorch eager beside the verdict: what the user would run instead.
+export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
+classes users bring: transformer layers (encoder, causal), an LLM decode step against a KV
+cache, ResNet stages, a MobileNet depthwise-separable block and an MLP.
 
 For each model it runs the whole loop as a user would (search IREE's module flags, rank the
 dispatches under the best, tune the hot ones inside the model, write flags and one spec, check
@@ -41,10 +43,14 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
     "resnet_stage_b1": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1",
     "resnet_stage_b2": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2",
     "mlp_1024": "MLP: 64 x 512 -> 1024 -> 512, ReLU",
+    "mobilenet_block": "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 depthwise, "
+                       "56x56, batch 1",
+    "gpt2_decode": "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
+                   "12 heads, FFN 3072",
 }
 SHOWN_DISPATCHES = 6
-SUMMARY_PREFIXES = ("  flags ", "Flags: ", "Tuning spec ", "No tuned config",
-                    "dropped from the spec", "Outputs: ", "Model: ", "Model times",
+SUMMARY_PREFIXES = ("  flags ", "Flags: ", "Trials by expected gain", "  target ",
+                    "Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ", "Model: ", "Model times",
                     "IREE data tiling + ukernels does not", "target ", "Answer: ")
 BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling.vmfb",
           "tuned (flags + spec)": "model_tuned.vmfb"}

@@ -26,24 +26,38 @@ def parse_args(description: str) -> tuple[argparse.Namespace, Path]:
     return args, args.work_dir or Path(tempfile.mkdtemp(prefix="bench_"))
 
 
-def script(name: str, *args) -> float:
+# Variables that pin OpenBLAS below its best kernel on some machine images: unset for a command
+# that times the numpy anchor, which is then measured at its best.
+BLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def best_blas_environment() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name not in BLAS_PINS}
+
+
+def script(name: str, *args, env: dict[str, str] | None = None) -> float:
     """Run one of our scripts as a user would; returns its wall time."""
     start = time.perf_counter()
     result = subprocess.run([sys.executable, str(ROOT / name), *map(str, args)], cwd=ROOT,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env=env)
     if result.returncode not in (0, 1):  # 1: some dispatch failed, which the table shows
         sys.exit(f"{name} failed:\n{result.stderr}")
     return time.perf_counter() - start
 
 
 def compile_and_profile(work: Path, repetitions: int) -> tuple[pd.DataFrame, float, float]:
-    """Compile with -j1 and with all cores (timed), then profile IREE and numpy side by side."""
+    """Compile with -j1 and with all cores (timed), then profile IREE and numpy side by side,
+    numpy at its best BLAS kernel (BLAS_PINS unset for that command)."""
     cores = os.cpu_count() or 1
     serial = script("compile.py", "--generated-dir", work, "-j", "1", "--force-compile")
     parallel = script("compile.py", "--generated-dir", work, "-j", str(cores), "--force-compile")
     output = work / "bench.csv"
+    pinned = [f"{name}={os.environ[name]}" for name in BLAS_PINS if name in os.environ]
+    if pinned:
+        print(f"numpy's anchor at its best kernel: {', '.join(pinned)} unset for the profiler")
     script("profiler.py", "--generated-dir", work, "--output", output, "--providers=iree,numpy",
-           f"--benchmark-repetitions={repetitions}", "--plot", work / "plots")
+           f"--benchmark-repetitions={repetitions}", "--plot", work / "plots",
+           env=best_blas_environment())
     return pd.read_csv(output), serial, parallel
 
 
@@ -52,7 +66,8 @@ def _families(configurations: pd.Index) -> dict[str, pd.Series]:
     names = configurations.to_series()
     cached = names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+")
     return {"tiles": names.str.startswith("tile_config_") & ~cached, "cache": cached,
-            "dt-tiles": names.str.startswith("data_tiling_")}
+            "dt-tiles": names.str.startswith("data_tiling_"),
+            "inner": names == "default_inner_tiled"}
 
 
 def print_table(data: pd.DataFrame, repetitions: int) -> None:
@@ -63,9 +78,13 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
     print(f"{first['target']} ({int(first['vector bytes'])}-byte vectors) on {first['cpu model']}, "
           f"{first['threads']} threads, IREE {first['IREE version']}, numpy {np.__version__}")
     print(f"cpu features: {first['cpu features']}")
+    anchor = data[data["Provider"] != "IREE Codegen"]
+    if len(anchor):
+        print(f"numpy: {anchor.iloc[0]['target']}")
     width = max(len(o) for o in data["Operation"])
     header = (f"{'operation':{width}} {'default':>8} {'dt+ukr':>7} {'tiles':>7} {'cache':>7} "
-              f"{'dt-tiles':>8} {'numpy':>7} {'best/def':>8} {'best/numpy':>10}  best configuration")
+              f"{'dt-tiles':>8} {'inner':>7} {'numpy':>7} {'best/def':>8} {'best/numpy':>10}  "
+              "best configuration")
     print(header + "\n" + "-" * len(header))
     for operation, rows in data.groupby("Operation", sort=False):
         ok = rows[(rows["Verification"] == "SUCCESS") & (rows["GFLOPs"] > 0)
@@ -77,9 +96,12 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
         numpy = ok["GFLOPs"].get("numpy", np.nan)
         best = iree.max() if len(iree) else np.nan
         print(f"{operation:{width}} {default:8.1f} {iree.get('default_data_tiling', np.nan):7.1f} "
-              f"{best_of['tiles']:7.1f} {best_of['cache']:7.1f} {best_of['dt-tiles']:8.1f} {numpy:7.1f} "
+              f"{best_of['tiles']:7.1f} {best_of['cache']:7.1f} {best_of['dt-tiles']:8.1f} "
+              f"{best_of['inner']:7.1f} {numpy:7.1f} "
               f"{best / default:8.2f} {best / numpy:10.2f}  {iree.idxmax() if len(iree) else 'none'}")
     bad = int((data["Verification"] != "SUCCESS").sum())
     print(f"(GFLOP/s, median of >= {repetitions} interleaved rounds; dt+ukr = default_data_tiling; "
           "tiles / cache / dt-tiles: the best tile config without and with cache levels, and the "
-          f"best data-tiled config; rows not verified SUCCESS: {bad} of {len(data)})")
+          "best data-tiled config; inner: data tiling lowered to inner_tiled; IREE: the "
+          "dispatch's time, numpy: the whole call of a @ b, which on small shapes adds its call "
+          f"overhead; rows not verified SUCCESS: {bad} of {len(data)})")

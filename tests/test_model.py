@@ -1,7 +1,9 @@
 """autotune.py --model with the real tools on small torch models exported by iree-turbine
 (tests/data/export_models.py): the dispatches are found, a spec is checked to apply, the
 outputs agree, a spec that matches nothing is reported, and the tuning loop runs end to end."""
+import dataclasses
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +76,8 @@ def test_batch2_convs_are_tuned_inside_the_model(tmp_path):
                                         ("skylake-avx512", None),
                                         ("neoverse-n1", "aarch64-unknown-linux-gnu")])
 def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path, cpu, triple):
-    """Why batch-1 2-D convs are listed as not tunable, on every SIMD family (cross-compiled),
+    """Why batch-1 2-D convs, depthwise ones too, are listed as not tunable, on every SIMD
+    family (cross-compiled),
     with the reproducer kept for an upstream report: its config is dropped at batch 1 and kept
     at batch 2. When IREE keeps it at batch 1, this fails and the rule in
     tuning/kinds.py should go."""
@@ -85,20 +88,27 @@ def test_iree_still_drops_configs_on_batch1_convs(tools, tmp_path, cpu, triple):
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.core.library import Target
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
-    repro = DATA / "repro_batch1_conv_config_dropped.mlir"
-    (conv,) = tunable.find(repro)
-    assert conv.size("batch") == 1 and "batch-1" in tuned_kinds.not_tunable(conv)
-    batch2 = tmp_path / "batch2.mlir"
-    batch2.write_text(repro.read_text().replace("1x18x18", "2x18x18").replace("1x16x16", "2x16x16"))
-    kept = {}
-    for source in (repro, batch2):
-        dump = tmp_path / f"{source.stem}_configs"
-        result = run(compile_command(tools, target, source, tmp_path / "conv.vmfb",
-                                     [f"--iree-hal-dump-executable-configurations-to={dump}"]), 300)
-        assert result.ok, result.failure("iree-compile", 300)
-        dumped = "".join(p.read_text() for p in dump.glob("*.mlir"))
-        kept[source.stem] = "distribution = [1, 1, 8, 16, 0, 0, 0]" in dumped
-    assert kept == {repro.stem: False, "batch2": True}
+    for name, kind, distribution in (
+            ("conv", "convolution", "[1, 1, 8, 16, 0, 0, 0]"),
+            ("depthwise", "depthwise convolution", "[1, 1, 8, 16, 0, 0]")):
+        repro = DATA / f"repro_batch1_{name}_config_dropped.mlir"
+        (conv,) = tunable.find(repro)
+        assert conv.kind == kind and conv.size("batch") == 1
+        assert "batch-1" in tuned_kinds.not_tunable(conv)
+        batch2 = tmp_path / f"{name}_batch2.mlir"
+        batch2.write_text(repro.read_text().replace("1x18x18", "2x18x18")
+                          .replace("1x16x16", "2x16x16"))
+        assert tuned_kinds.not_tunable(tunable.find(batch2)[0]) == ""
+        kept = {}
+        for source in (repro, batch2):
+            dump = tmp_path / f"{source.stem}_configs"
+            result = run(compile_command(tools, target, source, tmp_path / "conv.vmfb",
+                                         [f"--iree-hal-dump-executable-configurations-to={dump}"]),
+                         300)
+            assert result.ok, result.failure("iree-compile", 300)
+            dumped = "".join(p.read_text() for p in dump.glob("*.mlir"))
+            kept[source.stem] = f"distribution = {distribution}" in dumped
+        assert kept == {repro.stem: False, batch2.stem: True}, name
 
 
 def test_a_spec_applies_to_the_model_and_outputs_agree(tmp_path):
@@ -198,6 +208,63 @@ def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):
     again = run_script(*args)
     assert again.returncode == 0 and "resuming after 2 finished trials" in again.stdout
     assert len(pd.read_csv(output)) == 4
+
+
+def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(tools, tmp_path):
+    """Why packed matmuls are tunable under data_tiling_early and not under IREE's data tiling:
+    a spec for the MLP's first mmt4d sets its config when encodings are materialized before
+    dispatches form, and is dropped when they are materialized inside codegen."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.tuning import flags
+    from iree_dispatch_profiler.tuning import space as tuning_space
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    target = resolve_target(tools, Target(cpu="host"))
+
+    def compiled(name, extra):
+        dump = tmp_path / name
+        result = run(compile_command(tools, target, MLP, tmp_path / f"{name}.vmfb", [
+            *extra, "--iree-codegen-add-tuner-attributes",
+            f"--iree-hal-dump-executable-benchmarks-to={dump}"]), 300)
+        assert result.ok, result.failure("iree-compile", 300)
+        return tunable.dispatch_roots(dump, "main")
+    early, late = (shlex.split(f) for f in (flags.DATA_TILING_EARLY, flags.DATA_TILING))
+    packed = [r.op for r in compiled("early", early).values() if r.op and r.op.kind == "mmt4d"]
+    assert len(packed) == 2 and all(op.loops for op in packed)
+    op = dataclasses.replace(packed[0], index=0)  # as a tuning target is numbered
+    config = tuning_space.configuration(op, tuning_space.Point(1, 2, 1, 1, 1))
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(tuning_spec.spec([(op, config)]))
+    wanted = config.lowering_config.removeprefix("#iree_cpu.lowering_config<").removesuffix(">")
+    for name, extra, kept in (("early_spec", early, True), ("late_spec", late, False)):
+        roots = compiled(name, [*extra, f"{SPEC_FLAG}={spec}"]).values()
+        configs = [r.lowering_config for r in roots if r.name == op.name]
+        assert any(wanted in c for c in configs) == kept, (name, configs)
+
+
+def test_packed_matmuls_are_tuned_inside_the_model_under_early_data_tiling(tmp_path):
+    from iree_dispatch_profiler.tuning import flags
+    output = tmp_path / "mlp.csv"
+    common = ["--input", MLP, "--model", "--top", "1", "--n-trial", "1", "--tuner", "random",
+              *QUICK]
+    result = run_script("autotune.py", *common, "--output", output,
+                        f"--base-flags={flags.DATA_TILING_EARLY}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranking = pd.read_csv(tmp_path / "mlp_dispatches.csv", keep_default_na=False)
+    packed = ranking[ranking["root"] == "linalg.mmt4d"]
+    assert len(packed) == 2 and (packed["not_tunable"] == "").all()
+    trials = pd.read_csv(output)
+    assert len(trials) == 1 and trials["config_applied"][0] == "yes", trials.to_dict("records")
+    assert "Trials by expected gain (1 over 1 target(s)" in result.stdout
+    late = run_script("autotune.py", *common, "--output", tmp_path / "late.csv",
+                      f"--base-flags={flags.DATA_TILING}")
+    assert late.returncode == 0, late.stdout + late.stderr
+    ranking = pd.read_csv(tmp_path / "late_dispatches.csv", keep_default_na=False)
+    packed = ranking[ranking["root"] == "linalg.mmt4d"]
+    assert len(packed) == 2 and packed["not_tunable"].str.contains("late data tiling").all()
 
 
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
@@ -300,11 +367,16 @@ def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path, cpu
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning import flags
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
-    assert {f.needs for f in flags.relevant(flags.CURATED, {"contraction"})} == {"", "contraction"}
+    assert {f.needs for f in flags.relevant(flags.CURATED, {"contraction"})} == {
+        (), ("contraction",)}
+    # IREE 3.13's inner_tiled lowering leaves batch matmuls unlowered: a recorded row on models
+    # that have one, not an unknown flag
+    limits = {"inner_tiled": "failed to legalize operation 'linalg.batch_matmul'"}
     for flag_set in flags.CURATED:
         result = run(compile_command(tools, target, DATA / "multi_op.mlir",
                                      tmp_path / f"{flag_set.name}.vmfb", flag_set.args), 300)
-        assert result.ok, f"{flag_set.name}: {result.failure('iree-compile', 300)}"
+        failure = "" if result.ok else result.failure("iree-compile", 300)
+        assert result.ok or limits.get(flag_set.name, "@") in failure, f"{flag_set.name}: {failure}"
 
 
 # A causal LM as users export it: int64 ids [1, 32] into a 96-row embedding table, weights in an

@@ -206,3 +206,107 @@ def test_a_tuned_kind_is_one_registry_entry(monkeypatch):
     config = tuning_space.configuration(op, space.tiles[0])
     assert "SomeOtherPipeline" in config.translation_info
     assert tuning_spec.Matcher.of(op).op_names == ("linalg.matmul",)
+
+
+# Data tiling's packed matmul as it reaches a dispatch (BERT's FFN down projection, 8x8x1 inner
+# tiles of an AVX2 target): its loops are (batch, m1, n1, k1, m0, n0, k0).
+BATCH_MMT4D = TunableOp(3, "main", "linalg.batch_mmt4d", "mmt4d", (1, 16, 96, 3072, 8, 8, 1),
+                        tuple((name, (i,)) for i, name in
+                              enumerate(("batch", "m", "n", "k", "m0", "n0", "k0"))),
+                        ("tensor<1x16x3072x8x1xf32>", "tensor<1x96x3072x8x1xf32>",
+                         "tensor<1x16x96x8x8xf32>"), "f32", "f32")
+
+
+def test_a_packed_matmul_is_tiled_in_outer_tiles_and_keeps_its_inner_tile():
+    from iree_dispatch_profiler.tuning import kinds
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    assert kinds.not_tunable(BATCH_MMT4D) == ""
+    space = tuning_space.build(BATCH_MMT4D, AVX2, {}, {})
+    assert {(p.tile_k, p.vector_m, p.vector_n, p.peel) for p in space.tiles} == {(1, 1, 1, 0)}
+    assert {p.tile_m for p in space.tiles} == {1, 2, 4, 8, 16}  # m1 = 16 outer tiles
+    assert max(p.tile_n for p in space.tiles) == 64
+    config = tuning_space.configuration(BATCH_MMT4D, tuning_space.Point(16, 2, 1, 1, 1))
+    assert "distribution = [1, 16, 2, 0, 0, 0, 0]" in config.lowering_config
+    assert "vector_common_parallel = [1, 1, 1, 0, 8, 8, 0]" in config.lowering_config
+    assert "vector_reduction = [0, 0, 0, 1, 0, 0, 1]" in config.lowering_config
+    assert "Mmt4dTilingExpert" in config.translation_info
+    matcher = tuning_spec.Matcher.of(BATCH_MMT4D)  # its packed types
+    assert matcher.op_names == ("linalg.batch_mmt4d",)
+    assert matcher.accepts("linalg.batch_mmt4d", BATCH_MMT4D.operand_types)
+    assert not matcher.accepts("linalg.batch_mmt4d", ("tensor<1x16x768x8x1xf32>",
+                                                      *BATCH_MMT4D.operand_types[1:]))
+
+
+def depthwise(batch: int, channels_last: bool) -> TunableOp:
+    """A 3x3 depthwise conv over 56x56 with 144 channels, NHWC (n, oh, ow, c, kh, kw) or NCHW as
+    PyTorch exports it (n, oh, ow, c, kh, kw with the channels before the image in memory)."""
+    loops = (batch, 56, 56, 144, 3, 3)
+    dims = (("batch", (0,)), ("output_image", (1, 2) if channels_last else (2, 3)),
+            ("output_channel", ()), ("filter_loop", (4, 5)), ("input_channel", ()),
+            ("depth", (3,) if channels_last else (1,)))
+    loops = loops if channels_last else (batch, 144, 56, 56, 3, 3)
+    return TunableOp(0, "main", "linalg.generic", "depthwise convolution", loops, dims,
+                     (), "f32", "f32")
+
+
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_depthwise_conv_is_tuned_with_iree_s_pipeline_for_its_layout(cpu):
+    from iree_dispatch_profiler.tuning import kinds
+    nhwc, nchw = depthwise(2, True), depthwise(2, False)
+    assert kinds.not_tunable(nhwc) == kinds.not_tunable(nchw) == ""
+    assert "batch-1" in kinds.not_tunable(depthwise(1, True))  # IREE drops its config
+    space = tuning_space.build(nhwc, cpu, {}, {})
+    assert space.tiles and {p.tile_k for p in space.tiles} == {1, 3}  # kw: one column or all
+    for p in space.tiles:
+        assert cpu_tiles.is_legal_vector_tile(cpu, (p.vector_m, p.vector_n, p.tile_k), DataType.f32)
+    point = tuning_space.Point(16, 32, 3, 8, 4)
+    config = tuning_space.configuration(nhwc, point)
+    assert "distribution = [1, 1, 16, 32, 0, 0]" in config.lowering_config
+    assert "vector_reduction = [0, 0, 0, 0, 1, 3]" in config.lowering_config
+    assert "ConvTileAndDecomposeExpert" in config.translation_info
+    assert "DoubleTilingExpert" in tuning_space.configuration(nchw, point).translation_info
+
+
+def test_large_shapes_that_are_no_multiple_of_the_inner_tile_get_data_tiled_configs():
+    for cpu in (AVX2, AVX512):
+        tiles = cpu_tiles.mmt4d_tiles(cpu, 3000, 4096, 2048, DataType.f32, DataType.f32, count=None)
+        assert tiles, cpu.name
+        m1 = -(-3000 // tiles[0].m0)
+        assert any(m1 % t.dm1 for t in tiles)  # tiles that leave the last workgroup less
+        dividing = [not (m1 % t.dm1 or -(-4096 // t.n0) % t.dn1) for t in tiles]
+        fits = [t.dn1 * t.n0 * 2048 * 4 <= cpu.l2_cache_bytes // 2 for t in tiles]
+        assert sorted(zip(fits, dividing), reverse=True) == list(zip(fits, dividing))
+
+
+def test_the_flag_choice_prefers_a_tunable_stand_in_only_when_it_is_not_slower():
+    from iree_dispatch_profiler.tuning.flags import CURATED
+    from iree_dispatch_profiler.tuning.model.flag_search import choose
+
+    def row(name, speedup, low, high):
+        return {"name": name, "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high}
+    late, early = row("data_tiling", 1.30, 1.25, 1.35), row("data_tiling_early", 1.27, 1.20, 1.31)
+    assert choose([late, early], list(CURATED)) == (early, late)
+    slower = row("data_tiling_early", 1.12, 1.08, 1.20)  # its interval is below the best's
+    assert choose([late, slower], list(CURATED)) == (late, late)
+    assert choose([], list(CURATED)) == (None, None)
+    fusion = row("aggressive_fusion", 1.10, 1.06, 1.40)  # stands for nothing
+    assert choose([late, fusion], list(CURATED)) == (late, late)
+
+
+def test_the_budget_goes_where_the_expected_gain_is():
+    from iree_dispatch_profiler.tuning.model.budget import Task, next_task
+    from iree_dispatch_profiler.tuning.model.tuner import TuningTarget
+
+    def task(ms, speedups):
+        rows = [{"status": "ok", "speedup": s} for s in speedups]
+        made = Task(TuningTarget(MATMUL, ("d",), ms), None, rows)
+        made.bests = [max([1.0, *speedups[:i + 1]]) for i in range(len(speedups))]
+        return made
+    hot, cold = task(9.0, [1.0, 1.1]), task(1.0, [1.0, 1.1])
+    assert next_task([cold, hot]) is hot  # the same progress: the larger time
+    improving, flat = task(3.0, [1.0, 2.0]), task(4.0, [1.0, 1.0])  # 1.5 ms vs 4 ms now
+    assert improving.ms == pytest.approx(1.5) and flat.ms == pytest.approx(4.0)
+    assert next_task([flat, improving]) is improving  # halved by its last batch
+    assert next_task([flat, task(3.0, [1.0, 1.0])]) is flat
+    failed = Task(TuningTarget(MATMUL, ("d",), 5.0), None, [{"status": "wrong-result", "speedup": 9}])
+    assert failed.best == 1.0 and failed.ms == 5.0  # a failed trial is no speedup

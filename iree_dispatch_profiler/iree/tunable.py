@@ -1,7 +1,8 @@
 """The tunable ops of a user's module, found on the IR with IREE's Python bindings (never by
 text): contractions (matmul with any indexing maps, batch_matmul, contraction-like
-linalg.generic), convolutions and attention (iree_linalg_ext.attention, and the online_attention
-IREE turns it into before codegen), with their loop bounds and types. And the module again with
+linalg.generic), convolutions, attention (iree_linalg_ext.attention, and the online_attention
+IREE turns it into before codegen) and data tiling's packed matmuls (linalg.mmt4d,
+linalg.batch_mmt4d), with their loop bounds and types. And the module again with
 a compilation_info attached to chosen ops."""
 from __future__ import annotations
 
@@ -12,23 +13,22 @@ from typing import Iterator
 
 from iree_dispatch_profiler.iree import modules
 
-# Named 2-D convolutions carry no indexing_maps attribute: their loop order, and where each
-# loop's bound is read (operand, dimension), from their definitions in linalg's OpDSL.
-NAMED_CONV_LOOPS = {
-    # (n, oh, ow, f, kh, kw, c): output n,oh,ow,f; filter kh,kw,c,f
-    "linalg.conv_2d_nhwc_hwcf": [(2, 0), (2, 1), (2, 2), (2, 3), (1, 0), (1, 1), (1, 2)],
-    # (n, f, oh, ow, c, kh, kw): output n,f,oh,ow; filter f,c,kh,kw
-    "linalg.conv_2d_nchw_fchw": [(2, 0), (2, 1), (2, 2), (2, 3), (1, 1), (1, 2), (1, 3)],
-}
 CONTRACTION_DIMS = ("batch", "m", "n", "k")
 CONVOLUTION_DIMS = ("batch", "output_image", "output_channel", "filter_loop", "input_channel",
                     "depth")
 # softmax(Q K^T * scale) V: Q is batch x m x k1, K batch x k2 x k1, V batch x k2 x n.
 ATTENTION_DIMS = ("batch", "m", "k1", "k2", "n")
 ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
+# Data tiling's packed matmuls: m, n and k are the outer tile loops, m0, n0 and k0 the inner tile
+# (the target's register block, fixed by the packed layout).
+MMT4D_DIMS = ("batch", "m", "n", "k", "m0", "n0", "k0")
+MMT4D_OPS = ("linalg.mmt4d", "linalg.batch_mmt4d")
 # The kinds of tunable op, as TunableOp.kind names them (tuning/kinds.py: how each is tuned).
-CONTRACTION, CONVOLUTION, ATTENTION = "contraction", "convolution", "attention"
-KINDS = (CONTRACTION, CONVOLUTION, ATTENTION)
+# A depthwise convolution is a convolution whose channels are `depth` loops (in the input,
+# filter and output alike) and that has no input channel to reduce.
+CONTRACTION, CONVOLUTION, ATTENTION, MMT4D = "contraction", "convolution", "attention", "mmt4d"
+DEPTHWISE = "depthwise convolution"
+KINDS = (CONTRACTION, CONVOLUTION, DEPTHWISE, ATTENTION, MMT4D)
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class TunableOp:
     index: int  # position among the module's tunable ops in IR order: what --op names
     function: str  # the function it is in: what verification and timing run
     name: str  # linalg.matmul, linalg.generic, ...
-    kind: str  # "contraction", "convolution" or "attention"
+    kind: str  # one of KINDS
     loops: tuple[int, ...]  # static bounds, in the op's iteration-domain order; () if unknown
     dims: tuple[tuple[str, tuple[int, ...]], ...]  # dimension class -> loop positions
     operand_types: tuple[str, ...]  # MLIR types of the inputs then the init, as printed
@@ -95,16 +95,18 @@ def _shape(value):
 def _loop_bounds(op) -> tuple[int, ...]:
     """Static loop bounds, read from the operand dimension each loop indexes directly."""
     from iree.compiler import ir
+    from iree.compiler.dialects import linalg
 
     shapes = [_shape(value) for value in op.operands]
     if any(s is not None and not s.has_static_shape for s in shapes):
         return ()
-    name = op.operation.name
-    if name in NAMED_CONV_LOOPS:
-        return tuple(shapes[o].shape[d] for o, d in NAMED_CONV_LOOPS[name])
-    if "indexing_maps" not in op.operation.attributes:
+    if "indexing_maps" in op.operation.attributes:
+        maps_attribute = ir.ArrayAttr(op.operation.attributes["indexing_maps"])
+    elif op.operation.name.startswith("linalg."):  # a named op's maps are implied by its name
+        maps_attribute = linalg.get_indexing_maps(op)
+    else:
         return ()
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
+    maps = [ir.AffineMapAttr(m).value for m in maps_attribute]
     bounds: dict[int, int] = {}
     for affine_map, shape in zip(maps, shapes):
         if shape is None:
@@ -130,10 +132,14 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
 
     if kind == ATTENTION:
         dims = _attention_dims(op)
+    elif kind == MMT4D:
+        batch = (0,) if op.operation.name == MMT4D_OPS[1] else ()
+        dims = tuple((name, (len(batch) + i,)) for i, name in enumerate(MMT4D_DIMS[1:]))
+        dims = (("batch", batch), *dims)
     else:
         if kind == CONTRACTION:
             inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
-        else:
+        else:  # a convolution, depthwise or not
             inferred, names = linalg.infer_convolution_dimensions(op), CONVOLUTION_DIMS
         dims = tuple((n, tuple(int(i) for i in getattr(inferred, n))) for n in names)
     operands = op.operands
@@ -163,11 +169,16 @@ def _kind(op) -> str:
     name = op.operation.name
     if name in ATTENTION_OPS:
         return ATTENTION
+    if name in MMT4D_OPS:
+        return MMT4D
     if not name.startswith("linalg."):
         return ""
     if linalg.isa_contraction_op(op):
         return CONTRACTION
-    return CONVOLUTION if linalg.isa_convolution_op(op) else ""
+    if not linalg.isa_convolution_op(op):
+        return ""
+    dims = linalg.infer_convolution_dimensions(op)
+    return DEPTHWISE if list(dims.depth) and not list(dims.input_channel) else CONVOLUTION
 
 
 def find(path: Path) -> list[TunableOp]:

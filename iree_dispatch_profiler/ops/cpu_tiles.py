@@ -357,16 +357,19 @@ MMT4D_OP = "linalg.mmt4d"  # what data tiling makes of a matmul: the op a data-t
 
 def mmt4d_tiles(cpu: CpuTarget, m: int, n: int, k: int, lhs: DataType, rhs: DataType,
                 count: int | None = DATA_TILED) -> list[Mmt4dTile]:
-    """Up to `count` workgroup tiles dividing the outer dimensions (IREE pads to whole inner
-    tiles), giving every core work; those whose B panels (dn1 x N0 x K) fit half the L2 first."""
+    """Up to `count` workgroup tiles of the outer dimensions (IREE pads them to whole inner
+    tiles; the last workgroup of a row or column takes what remains), giving every core work;
+    those whose B panels (dn1 x N0 x K) fit half the L2 first, then those that divide the outer
+    dimensions."""
     inner = mmt4d_inner_tile(cpu, lhs, rhs)
     if inner is None or not is_large(m, n, k):
         return []
     m0, n0, k0 = inner
     m1, n1 = math.ceil(m / m0), math.ceil(n / n0)
     tiles = [Mmt4dTile(dm1, dn1, m0, n0, k0) for dm1, dn1 in MMT4D_DISTRIBUTIONS
-             if m1 % dm1 == 0 and n1 % dn1 == 0 and (m1 // dm1) * (n1 // dn1) >= 4]
-    tiles.sort(key=lambda t: t.dn1 * n0 * k * rhs.bytes > cpu.l2_cache_bytes // 2)  # stable
+             if math.ceil(m1 / dm1) * math.ceil(n1 / dn1) >= 4]
+    tiles.sort(key=lambda t: (t.dn1 * n0 * k * rhs.bytes > cpu.l2_cache_bytes // 2,
+                              bool(m1 % t.dm1 or n1 % t.dn1)))  # stable
     return tiles[:count]
 
 

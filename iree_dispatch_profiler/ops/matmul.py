@@ -9,6 +9,7 @@ import numpy as np
 
 from iree_dispatch_profiler.core import values
 from iree_dispatch_profiler.core.library import (DATA_TILING_CONFIGURATION, DEFAULT_CONFIGURATION,
+                                                 INNER_TILED_CONFIGURATION,
                                                  CpuTarget, DataType, Device, Layout, Target,
                                                  TensorDescription, TuningConfiguration, UserError)
 from iree_dispatch_profiler.ops import cpu_tiles, cuda_tiles, problems
@@ -329,6 +330,7 @@ def tuning_configurations(op: MatmulOperation, target: Target) -> list[TuningCon
             data_tiled = [cpu_tiles.mmt4d_configuration(t, ukernels)
                           for ukernels in (True, False)
                           for t in cpu_tiles.mmt4d_tiles(cpu, op.m, op.n, op.k, op.lhs.dtype, op.rhs.dtype)]
+            data_tiled += [INNER_TILED_CONFIGURATION] if data_tiled else []
         return [DEFAULT_CONFIGURATION, DATA_TILING_CONFIGURATION,
                 *(cpu_configuration(cpu, t, op.result.dtype, bool(op.batch)) for t in tiles),
                 *data_tiled]

@@ -253,8 +253,11 @@ class OpResult:
 
 
 def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialWriter,
-           deadline: float) -> list[dict]:
+           deadline: float, limit: int | None = None, resumed: bool = True) -> list[dict]:
+    """Trials of `op` until it has `limit` (default --n-trial), counting those in `earlier`
+    (said as a resumed run's when `resumed`), or the deadline passes; all its rows."""
     s, log = tuner.s, tuner.log
+    limit = s.n_trial if limit is None else limit
     tiles = space.tiles
     by_name = {p.name: i for i, p in enumerate(tiles)}
     features = np.array([space.features(p) for p in tiles])
@@ -265,18 +268,18 @@ def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialW
         if row["candidate"] in by_name:
             score = float(row["speedup"]) if row["status"] == OK else None
             strategy.tell(by_name[row["candidate"]], score)
-    if rows:
+    if rows and resumed:
         log(f"op {op.index}: resuming after {len(rows)} finished trials")
     done = {r["candidate"] for r in rows}
     # Flag points and the space's seeds: always tried, in the first batch.
     first = [p for p in space.points if p.is_flags and p.name not in done]
     first += [p for p in space.seeds if p.name not in done]
     best, since_best = max([r["speedup"] for r in rows if r["status"] == OK] or [0.0]), 0
-    while len(rows) < s.n_trial and time.perf_counter() < deadline:
+    while len(rows) < limit and time.perf_counter() < deadline:
         if s.early_stop and since_best >= s.early_stop:
             log(f"op {op.index}: early stop, no better speedup in {s.early_stop} trials")
             break
-        size = min(s.batch_size, s.n_trial - len(rows))
+        size = min(s.batch_size, limit - len(rows))
         points, first = first[:size], first[size:]
         strategy.claim([by_name[p.name] for p in points if p.name in by_name])
         points += [tiles[i] for i in strategy.ask(size - len(points))]
@@ -295,7 +298,7 @@ def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialW
             shown = (f"{outcome_row['speedup']:.3f}x [{outcome_row['speedup_ci_low']:.3f}, "
                      f"{outcome_row['speedup_ci_high']:.3f}]" if ok
                      else f"{outcome_row['status']}: {outcome_row['reason']}")
-            log(f"op {op.index} trial {outcome_row['trial'] + 1}/{s.n_trial} {point.name}: "
+            log(f"op {op.index} trial {outcome_row['trial'] + 1}/{limit} {point.name}: "
                 f"{shown}  (best {best:.3f}x)")
     return rows
 

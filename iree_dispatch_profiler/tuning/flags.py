@@ -6,9 +6,16 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from iree_dispatch_profiler.iree.tunable import CONTRACTION, CONVOLUTION
+from iree_dispatch_profiler.core.library import EARLY_DATA_TILING, UKERNELS
+from iree_dispatch_profiler.iree.tunable import CONTRACTION, CONVOLUTION, DEPTHWISE
 
 DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
+# Encodings materialized before dispatches form: the packed matmuls are linalg.mmt4d when specs
+# apply, so a spec tiles them (late materialization sets their config inside codegen and drops a
+# spec's: seen in 3.13).
+DATA_TILING_EARLY = " ".join((*EARLY_DATA_TILING, UKERNELS))
+EARLY_MATERIALIZATION = EARLY_DATA_TILING[1]
+INNER_TILED = "--iree-llvmcpu-enable-inner-tiled"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
@@ -21,7 +28,10 @@ class FlagSet:
     name: str
     flags: str  # as typed on iree-compile's command line
     why: str
-    needs: str = ""  # a root op kind the model must have for the set to matter ("" for any)
+    needs: tuple[str, ...] = ()  # root op kinds of which the model must have one (() for any)
+    # a set this one is chosen in place of where their speedups' intervals overlap: it leaves
+    # the spec more to tune
+    stands_for: str = ""
 
     @property
     def args(self) -> list[str]:
@@ -31,35 +41,50 @@ class FlagSet:
 CURATED = (
     FlagSet("data_tiling", DATA_TILING,
             "packs matmul operands into the target's register tiles and calls IREE's "
-            "microkernels: its fastest path for large matmuls", CONTRACTION),
+            "microkernels: its fastest path for large matmuls", (CONTRACTION,)),
+    FlagSet("data_tiling_early", DATA_TILING_EARLY,
+            "data tiling with its packed matmuls formed before dispatches: the mmt4d ops are "
+            "then tunable by the spec, and models whose attention fails under late data tiling "
+            "compile", (CONTRACTION,), stands_for="data_tiling"),
+    FlagSet("inner_tiled", f"{' '.join(EARLY_DATA_TILING)} {INNER_TILED}",
+            "packed matmuls lowered to iree_codegen.inner_tiled instead of mmt4d + ukernel "
+            "(3.13; reported 1.14x at 4096^3 f32 on Zen 4, iree-org/iree#24515)", (CONTRACTION,)),
     FlagSet("data_tiling_codegen", "--iree-opt-data-tiling",
             "the same packing with the inner kernel generated instead of a microkernel: for "
-            "types and ISAs the microkernels do not cover", CONTRACTION),
+            "types and ISAs the microkernels do not cover", (CONTRACTION,)),
     FlagSet("conv_data_tiling", f"{DATA_TILING} {CONV_DATA_TILING}",
             "data tiling for convolutions too (experimental in 3.13): packed filters and "
-            "microkernels", CONVOLUTION),
+            "microkernels", (CONVOLUTION,)),
     FlagSet("im2col", IM2COL,
             "convolutions as im2col + matmul: the matmul paths and tile configs, also for the "
-            "batch-1 convolutions whose conv configs IREE drops", CONVOLUTION),
+            "batch-1 convolutions whose conv configs IREE drops", (CONVOLUTION,)),
     FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING}",
-            "im2col, then the matmuls it makes data-tiled", CONVOLUTION),
+            "im2col, then the matmuls it makes data-tiled", (CONVOLUTION,)),
     FlagSet("channels_last",
             "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
             "iree-preprocessing-convert-conv-to-channels-last))",
-            "PyTorch's NCHW convolutions turned NHWC before dispatch formation", CONVOLUTION),
+            "PyTorch's NCHW convolutions turned NHWC before dispatch formation: channels "
+            "contiguous, for the vector loops of depthwise convolutions too",
+            (CONVOLUTION, DEPTHWISE)),
+    FlagSet("conv_transposes", "--iree-global-opt-propagate-transposes-through-conv",
+            "transposes around convolutions (NCHW models) propagated through them and folded",
+            (CONVOLUTION, DEPTHWISE)),
+    FlagSet("propagate_transposes", "--iree-opt-aggressively-propagate-transposes",
+            "transposes (a Linear's weight, attention heads) folded into the ops that read them, "
+            "even where that makes a named op generic: fewer transpose dispatches", (CONTRACTION,)),
     FlagSet("aggressive_fusion", "--iree-dispatch-creation-enable-aggressive-fusion",
             "fuses producers and consumers IREE keeps apart by default: fewer dispatches and "
             "less memory traffic"),
     FlagSet("horizontal_fusion", "--iree-dispatch-creation-enable-fuse-horizontal-contractions",
             "contractions sharing an operand (Q, K and V projections) in one dispatch",
-            CONTRACTION),
+            (CONTRACTION,)),
     FlagSet("O3", "--iree-opt-level=O3", "IREE's highest optimization level"),
 )
 
 
 def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str]) -> list[FlagSet]:
     """The sets that can matter for a model whose dispatch roots are of `kinds`."""
-    return [f for f in sets if not f.needs or f.needs in kinds]
+    return [f for f in sets if not f.needs or set(f.needs) & kinds]
 
 
 def given(flag_points: dict[str, str]) -> list[FlagSet]:

@@ -1,5 +1,5 @@
 """The one registry of tuned kinds: for each kind of op iree.tunable finds (contraction,
-convolution, attention), how the tuner configures it: IREE's CPU pipeline, the loop classes the
+convolution, attention, data tiling's mmt4d), how the tuner configures it: IREE's CPU pipeline, the loop classes the
 tile knobs size, its reductions, its register blocks and their legality, how a spec entry
 matches it, and what makes one of its ops untunable. A new tunable kind is its recognition in
 iree/tunable.py and one entry in KINDS (tests/test_tuner_parts.py checks that nothing else names
@@ -45,6 +45,18 @@ class TunedKind:
     # the types of its first N operands (None: all)
     matched_op: str | None = None
     matched_operands: int | None = None
+    # the tile knobs' values when the user lists none: distribution tiles of tiled[0] and
+    # tiled[1], reduction tiles of tiled[2]
+    distribution_sizes: tuple[int, ...] = cpu_tiles.DISTRIBUTION_SIZES
+    reduction_tiles: tuple[int, ...] = (4, 8, 16, 32, 64)
+    # loop classes taken whole by the innermost tile level (a packed op's inner tile): the
+    # parallel ones by the vector level, the others by the reduction level
+    whole: tuple[str, ...] = ()
+    # the pipeline of an op, where the kind's depends on its layout (None: `pipeline`)
+    pipeline_for: Callable[[TunableOp], str] | None = None
+
+    def pipeline_of(self, op: TunableOp) -> str:
+        return self.pipeline_for(op) if self.pipeline_for else self.pipeline
 
 
 def _accumulator(op: TunableOp) -> DataType:
@@ -62,14 +74,35 @@ def _matmul_legal(cpu, op, vm, vn, vk, accumulator) -> bool:
 
 def _convolution_rules(op: TunableOp) -> str:
     if op.positions("depth"):
-        return "3-D convolutions are not tuned"
+        return "a grouped convolution (its channels in groups) is not tuned"
     if len(op.positions("output_channel")) > 1:
         return "a data-tiled convolution (its channels packed and tiled by data tiling)"
+    return _batch_one(op)
+
+
+def _batch_one(op: TunableOp) -> str:
     if len(op.positions("output_image")) == 2 and op.size("batch") == 1:
         # Its unit batch is folded away and put back by InsertBatchDimForBatchlessConvPass after
-        # configs are attached; the rebuilt op has none (seen in IREE 3.13).
+        # configs are attached; the rebuilt op has none (seen in IREE 3.13, depthwise too).
         return "IREE drops any config on a batch-1 2-D convolution"
     return ""
+
+
+def _depthwise_pairs(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
+    """Register blocks along the output width, the channels, or both: which is contiguous
+    depends on the layout (NCHW: width; NHWC: channels)."""
+    lanes = cpu_tiles.lanes(cpu, accumulator)
+    blocks = ((lanes, 1), (2 * lanes, 1), (4 * lanes, 1), (1, lanes), (1, 2 * lanes), (2, lanes),
+              (4, lanes), (lanes, 2), (lanes, 4))
+    return [(vm, vn) for vm, vn in blocks if vm <= cpu_tiles.pow2_ceil(rows)
+            and vn <= cpu_tiles.pow2_ceil(cols)]
+
+
+def _depthwise_pipeline(op: TunableOp) -> str:
+    """IREE's own choice (3.13): with the channels innermost (NHWC) it decomposes the conv into
+    1-D depthwise convs; with the image innermost (NCHW, as PyTorch exports) it double-tiles."""
+    channels_last = op.positions("depth")[-1] > op.positions("output_image")[-1]
+    return "ConvTileAndDecomposeExpert" if channels_last else "DoubleTilingExpert"
 
 
 def _attention_pairs(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
@@ -82,6 +115,11 @@ def _attention_legal(cpu, op, vm, vn, vk, accumulator) -> bool:
     return cpu_tiles.is_legal_attention_tile(cpu, op.size("k1"), vm, vn, vk)
 
 
+def _one_block(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
+    """A packed op's register block is its inner tile, taken whole: one outer tile at a time."""
+    return [(1, 1)]
+
+
 KINDS: dict[str, TunedKind] = {kind.name: kind for kind in (
     TunedKind(tunable.CONTRACTION, "DoubleTilingExpert", ("m", "n", "k"), ("k",), 1, (0, 1),
               True, _matmul_pairs, _matmul_legal, _accumulator),
@@ -89,12 +127,26 @@ KINDS: dict[str, TunedKind] = {kind.name: kind for kind in (
               ("output_image", "output_channel", "input_channel"),
               ("filter_loop", "input_channel"), 1, (0, 1), False, _matmul_pairs, _matmul_legal,
               _accumulator, _convolution_rules),
+    # A depthwise convolution as IREE configures one: its pipeline by layout, the filter's rows
+    # one at a time, its columns one at a time or whole.
+    TunedKind(tunable.DEPTHWISE, "ConvTileAndDecomposeExpert",
+              ("output_image", "depth", "filter_loop"), ("filter_loop",), 1, (0, 1), False,
+              _depthwise_pairs, _matmul_legal, _accumulator, _batch_one,
+              distribution_sizes=(8, 16, 32, 64, 128), reduction_tiles=(1, 3, 5, 7),
+              pipeline_for=_depthwise_pipeline),
     # An attention is matched as the online_attention IREE makes of it before configs apply,
     # by its query, key and value (its results differ in that form).
     TunedKind(tunable.ATTENTION, "LinalgExtTileAndVectorize", ("m", "n", "k2"), ("k1", "k2"), 0,
               (0,), False, _attention_pairs, _attention_legal,
               lambda op: cpu_tiles.ATTENTION_ACCUMULATOR, matched_op=ONLINE_ATTENTION,
               matched_operands=3),
+    # Data tiling's packed matmul, configured by a spec only where encodings are materialized
+    # before dispatches form (flags.DATA_TILING_EARLY): tile_m and tile_n count the outer tiles
+    # a workgroup takes, as IREE's own config of it does; K one outer tile at a time.
+    TunedKind(tunable.MMT4D, "Mmt4dTilingExpert", ("m", "n", "k"), ("k", "k0"), 0, (0,), False,
+              _one_block, lambda *_: True, _accumulator,
+              distribution_sizes=(1, 2, 4, 8, 16, 32, 64), reduction_tiles=(1,),
+              whole=("m0", "n0", "k0")),
 )}
 assert set(KINDS) == set(tunable.KINDS), "every kind iree.tunable finds is tuned here"
 

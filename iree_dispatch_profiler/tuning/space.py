@@ -31,7 +31,6 @@ TILE_KNOBS = ("tile_m", "tile_n", "tile_k", "vector_m", "vector_n", "peel", "cac
               "cache_k", "data_tiling")
 DATA_TILED_UKERNELS = 2
 DEFAULT_FLAG_POINTS = {"data_tiling": module_flags.DATA_TILING}
-REDUCTION_TILES = (4, 8, 16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -125,9 +124,9 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
     else:
         pairs = kind.vector_pairs(cpu, op, rows, cols, red, accumulator)
     pow2_ceil = cpu_tiles.pow2_ceil
-    tile_m = lists.get("tile_m", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(rows)])
-    tile_n = lists.get("tile_n", [s for s in cpu_tiles.DISTRIBUTION_SIZES if s <= pow2_ceil(cols)])
-    tile_k = lists.get("tile_k", [s for s in REDUCTION_TILES if s <= red])
+    tile_m = lists.get("tile_m", [s for s in kind.distribution_sizes if s <= pow2_ceil(rows)])
+    tile_n = lists.get("tile_n", [s for s in kind.distribution_sizes if s <= pow2_ceil(cols)])
+    tile_k = lists.get("tile_k", [s for s in kind.reduction_tiles if s <= red])
     peel = lists.get("peel", list(kind.peel))
     points = []
     for dm, dn, vk, (vm, vn), pl in itertools.product(tile_m, tile_n, tile_k, pairs, peel):
@@ -190,9 +189,17 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
         return cpu_tiles.mmt4d_configuration(point.mmt4d_tile, point.data_tiling == DATA_TILED_UKERNELS)
     kind = kinds.of(op)
     rows, cols, red = (op.positions(d) for d in kind.tiled)
+    whole = {loop: dim for dim in kind.whole for loop in op.positions(dim)}
     distribution, vector, reduction, cache_parallel, cache_reduction = [], [], [], [], []
     for loop in range(len(op.loops)):
-        if loop in rows or loop in cols:
+        if loop in whole:  # a packed inner tile: the register block
+            reducing = whole[loop] in kind.reductions
+            distribution.append(0)
+            vector.append(0 if reducing else op.loops[loop])
+            reduction.append(op.loops[loop] if reducing else 0)
+            cache_parallel.append(0)
+            cache_reduction.append(0)
+        elif loop in rows or loop in cols:
             inner = loop in (rows[-1], cols[-1])
             distribution.append((point.tile_m if loop in rows else point.tile_n) if inner else 1)
             vector.append((point.vector_m if loop in rows else point.vector_n) if inner else 1)
@@ -213,4 +220,4 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
             cache_reduction.append(0)
     cache = {"cache_parallel": cache_parallel, "cache_reduction": cache_reduction} if point.cache_k else {}
     return cpu_tiles.configuration(point.name, distribution, vector, reduction,
-                                   kind.pipeline, bool(point.peel), **cache)
+                                   kind.pipeline_of(op), bool(point.peel), **cache)

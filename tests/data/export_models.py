@@ -4,7 +4,7 @@ models arrive: `torch` dialect MLIR with the weights as function arguments (smal
 torch and iree-turbine are not dependencies of the toolkit. To rerun, in a virtualenv with the
 `torch` extra (the CPU build of torch, e.g. from /opt/wheels):
     python -m venv ../turbine && ../turbine/bin/pip install -e ".[torch]"
-    ../turbine/bin/python tests/data/export_models.py
+    ../turbine/bin/python tests/data/export_models.py [NAME ...]
 It rewrites the *_torch.mlir files (and tiny_lm_torch.irpa, its inputs and PyTorch's logits).
 benchmarks/bench_model.py builds the same modules from
 MODELS to time PyTorch eager beside IREE."""
@@ -67,6 +67,40 @@ class ResNetStage(torch.nn.Module):
         y = torch.relu(f.conv2d(x, k1, b1, stride=2, padding=1))
         y = f.conv2d(y, k2, b2, padding=1)
         return torch.relu(y + f.conv2d(x, ks, bs, stride=2))
+
+
+class InvertedResidual(torch.nn.Module):
+    """A MobileNetV2 inverted residual block for inference (batch norms folded into the conv
+    biases): 1x1 expansion, ReLU6, 3x3 depthwise conv, ReLU6, 1x1 projection, residual add."""
+
+    def forward(self, x, k_expand, b_expand, k_depthwise, b_depthwise, k_project, b_project):
+        f = torch.nn.functional
+        y = f.relu6(f.conv2d(x, k_expand, b_expand))
+        y = f.relu6(f.conv2d(y, k_depthwise, b_depthwise, padding=1, groups=y.shape[1]))
+        return x + f.conv2d(y, k_project, b_project)
+
+
+class DecodeStep(torch.nn.Module):
+    """One token of an LLM's decode against its KV cache (GPT-2 style pre-norm block): the new
+    token's hidden state and the cache come in; the block's output and the token's keys and
+    values (for the caller to append) go out."""
+
+    def __init__(self, heads: int):
+        super().__init__()
+        self.heads = heads
+
+    def forward(self, x, k_cache, v_cache, ln1_w, ln1_b, wqkv, bqkv, wo, bo, ln2_w, ln2_b, w1,
+                b1, w2, b2):
+        f = torch.nn.functional
+        batch, _, dim = x.shape
+        h = f.layer_norm(x, (dim,), ln1_w, ln1_b)
+        q, k, v = (t.view(batch, 1, self.heads, -1).transpose(1, 2)
+                   for t in f.linear(h, wqkv, bqkv).split(dim, dim=-1))
+        keys, values = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
+        attention = f.scaled_dot_product_attention(q, keys, values)
+        x = x + f.linear(attention.transpose(1, 2).reshape(batch, 1, dim), wo, bo)
+        h = f.layer_norm(x, (dim,), ln2_w, ln2_b)
+        return x + f.linear(f.gelu(f.linear(h, w1, b1)), w2, b2), k, v
 
 
 class TinyLanguageModel(torch.nn.Module):
@@ -149,6 +183,17 @@ def stage_args(batch: int, c: int = 64, size: int = 56) -> list[tuple[int, ...]]
             (2 * c, c, 1, 1), (2 * c,)]
 
 
+def inverted_residual_args(c: int, expand: int, size: int) -> list[tuple[int, ...]]:
+    wide = c * expand
+    return [(1, c, size, size), (wide, c, 1, 1), (wide,), (wide, 1, 3, 3), (wide,),
+            (c, wide, 1, 1), (c,)]
+
+
+def decode_args(d: int, heads: int, cached: int, ff: int) -> list[tuple[int, ...]]:
+    cache = (1, heads, cached, d // heads)
+    return [(1, 1, d), cache, cache, *encoder_args(d, 1, ff)[1:]]
+
+
 @dataclass(frozen=True)
 class Model:
     make: Callable[[], torch.nn.Module]
@@ -186,12 +231,21 @@ MODELS = {
                              "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2"),
     "mlp_1024": Model(Mlp, [(64, 512), (1024, 512), (1024,), (512, 1024), (512,)], BENCHMARKS,
                       "MLP: 64 x 512 -> 1024 -> 512, ReLU"),
+    "mobilenet_block": Model(InvertedResidual, inverted_residual_args(24, 6, 56), BENCHMARKS,
+                             "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 "
+                             "depthwise, 56x56, batch 1"),
+    "gpt2_decode": Model(lambda: DecodeStep(12), decode_args(768, 12, 511, 3072), BENCHMARKS,
+                         "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
+                         "12 heads, FFN 3072"),
 }
 
 
 if __name__ == "__main__":
-    for name, model in MODELS.items():
-        print(f"wrote {model.export(name)}")
-    export_language_model(HERE / "tiny_lm_torch.mlir")
-    export_indexed_inputs(HERE / "indexed_inputs_torch.mlir")
-    print(f"wrote {HERE / 'tiny_lm_torch.mlir'} with its .irpa and .npy files")
+    import sys
+    names = sys.argv[1:]  # the models named, or all of them and the files below
+    for name in names or MODELS:
+        print(f"wrote {MODELS[name].export(name)}")
+    if not names:
+        export_language_model(HERE / "tiny_lm_torch.mlir")
+        export_indexed_inputs(HERE / "indexed_inputs_torch.mlir")
+        print(f"wrote {HERE / 'tiny_lm_torch.mlir'} with its .irpa and .npy files")

@@ -4,7 +4,8 @@ phase a module that hands the next what it found.
   baseline     IREE's default compiled, its dispatch roots, the inputs and its outputs
   flag_search  IREE's module flags on the whole model; the chosen set is adopted
   ranking      the dispatches by their share of the model's time; the hot tuning targets
-  (search)     each target tuned inside the model by the engine (search, confirm, report)
+  budget       the targets tuned inside the model by the engine's search, trials spread by
+               expected gain; then each one's leaders confirmed and reported
   final        the winners as one spec, checked (spec_check), verified and timed
   verdict      the lines, X_compile.sh, the reports
 
@@ -24,8 +25,8 @@ from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, confirm,
-                                                  report, search)
-from iree_dispatch_profiler.tuning.model import final, flag_search, ranking, verdict
+                                                  report)
+from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, verdict
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget, lower
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
 
@@ -65,7 +66,7 @@ def tune(tuner: ModelTuner, cpu) -> int:
     by_number = {t.op.index: t for t in chosen}
     configs = final.winners(tuner, results, by_number, roots)
     result, in_spec = final.settle(tuner, configs, by_number, flags.chosen, roots)
-    status = verdict.conclude(tuner, rows, result, in_spec)
+    status = verdict.conclude(tuner, rows, result, in_spec, {r.op.index: len(r.rows) for r in results})
     if result.spec is not None and result.speedup is not None and result.outputs_ok:
         flag_search.retry_failed_flags(tuner, flags.failed, result.spec)
     return status
@@ -86,19 +87,23 @@ def baseline(tuner: ModelTuner) -> dict:
 
 
 def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[OpResult]:
-    """Each hot target tuned inside the model, its leaders confirmed and reported."""
+    """The hot targets tuned inside the model, their trials spread by expected gain (budget);
+    each one's leaders confirmed and reported."""
     s, log = tuner.s, tuner.log
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
     deadline = time.perf_counter() + (s.time_budget or math.inf)
-    results = []
+    tasks = []
     for target in chosen:
         space = tuning_space.build(target.op, cpu, s.lists, {})
         log(f"target {target.op.index}: {target.op.name} {target.op.shape} ({target.op.types}) in "
             f"{', '.join(target.dispatches)}: {float(target.ms):.4f} ms, {len(space.tiles)} tile configs")
-        if not space.tiles:
-            continue
-        tuner.focus = target.dispatches  # the candidates' time: these dispatches'
-        result = OpResult(target.op, space, search(tuner, target.op, space, earlier, writer, deadline))
+        if space.tiles:
+            tasks.append(budget.Task(target, space))
+    budget.schedule(tuner, tasks, earlier, writer, deadline)
+    results = []
+    for task in tasks:
+        tuner.focus = task.target.dispatches
+        result = OpResult(task.target.op, task.space, task.rows)
         confirm(tuner, result)
         report(tuner, result)
         results.append(result)

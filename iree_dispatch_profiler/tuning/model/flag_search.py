@@ -93,7 +93,7 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
     start = time.perf_counter()
     outcomes = tuner.time(timed, tuner.function, tuner.s.confirm_seconds) if timed else {}
     log.phase("flags", time.perf_counter() - start)
-    best, best_speedup = None, 1.0
+    faster = []  # the sets significantly faster than IREE's default
     for row in rows:
         outcome = outcomes.get(f"model_{row['name']}")
         if outcome is None:
@@ -105,12 +105,29 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
                    ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
                    speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high)
-        if (stats.significant(outcome.speedup, stats.MIN_EFFECT)
-                and outcome.speedup.median > best_speedup):
-            best, best_speedup = row, outcome.speedup.median
-    if best is not None:
-        best["chosen"] = "yes"
+        if stats.significant(outcome.speedup, stats.MIN_EFFECT) and outcome.speedup.median > 1:
+            faster.append(row)
+    chosen, best = choose(faster, sets)
+    if chosen is not None:
+        chosen["chosen"] = "yes"
+    if chosen is not best:
+        tuner.log(f"Flags {chosen['name']} in place of {best['name']}: not significantly "
+                  "slower, and they leave the spec more to tune")
     return rows, built
+
+
+def choose(faster: list[dict], sets: list[FlagSet]) -> tuple[dict | None, dict | None]:
+    """The row to choose among those significantly faster than IREE's default, and the fastest
+    of them: the fastest, or a set that stands for it (FlagSet.stands_for) where their speedup
+    intervals overlap."""
+    if not faster:
+        return None, None
+    best = max(faster, key=lambda r: r["speedup"])
+    by_name = {r["name"]: r for r in faster}
+    stand_in = next((by_name[f.name] for f in sets if f.stands_for == best["name"]
+                     and f.name in by_name
+                     and by_name[f.name]["speedup_ci_high"] >= best["speedup_ci_low"]), None)
+    return stand_in or best, best
 
 
 def print_flags(rows: list[dict], log) -> None:

@@ -8,7 +8,8 @@ import time
 import numpy as np
 
 from iree_dispatch_profiler.core.library import UserError
-from iree_dispatch_profiler.iree.tunable import DispatchRoot
+from iree_dispatch_profiler.iree.tunable import MMT4D, DispatchRoot
+from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import kinds as tuned_kinds
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import read_table, write_table
@@ -61,7 +62,7 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
     for rank, name in enumerate(sorted(ms, key=ms.get, reverse=True), 1):
         root = roots.get(name)
         op = root.op if root else None
-        target, why = "", not_tunable(root)
+        target, why = "", not_tunable(root, tuner.base_flags)
         if not why:  # one target per spec matcher: what the spec cannot tell apart is tuned once
             target = keys.setdefault(Matcher.of(op), len(keys))
         cumulative += ms[name] / total
@@ -73,14 +74,16 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
     return rows
 
 
-def not_tunable(root: DispatchRoot | None) -> str:
-    """Why a dispatch is not tuned, or '' if it is."""
+def not_tunable(root: DispatchRoot | None, flags: list[str]) -> str:
+    """Why a dispatch is not tuned under `flags` (the candidates'), or '' if it is."""
     if root is None:
         return "IREE marked no root op in its executable"
-    if root.name in ("linalg.mmt4d", "linalg.batch_mmt4d"):  # data tiling's packed matmuls
-        return f"a data-tiled matmul ({root.name}, tiled by data tiling)"
+    if root.op and root.op.kind == MMT4D and module_flags.EARLY_MATERIALIZATION not in flags:
+        return (f"a packed matmul of late data tiling ({root.name}): IREE configures it after "
+                f"specs apply (tunable under data_tiling_early)")
     if root.op is None:
-        return f"its root op {root.name} is not a contraction, convolution or attention"
+        return (f"its root op {root.name} is not a contraction, convolution, attention or "
+                "packed matmul")
     return tuned_kinds.not_tunable(root.op)
 
 

@@ -117,9 +117,10 @@ def verdict_lines(result: ModelResult) -> list[str]:
             *comparison_lines(result)]
 
 
-def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]) -> list[dict]:
+def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int],
+                  trials: dict[int, int]) -> list[dict]:
     """Each ranked dispatch before (the flags alone) and after (with the spec), its share of
-    each, and its target's speedup in the final session."""
+    each, its target's trials (the budget's choice) and speedup in the final session."""
     total = {when: sum(times.get(r["dispatch"], 0.0) for r in rows) or math.nan
              for when, times in (("before", result.default_ms), ("after", result.tuned_ms))}
     dispatches = []
@@ -136,6 +137,7 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
             "speedup_low": speedup.low if speedup else None,
             "speedup_high": speedup.high if speedup else None,
             "speedup_text": f"{speedup.median:.2f}x {speedup.interval('.2f')}" if speedup else "-",
+            "trials": trials.get(number, 0) if number is not None else 0,
             "in_spec": "yes" if number in tuned_targets else "no"})
     return dispatches
 
@@ -145,11 +147,12 @@ def write_report(path: Path, dispatches: list[dict], result: ModelResult) -> Non
              f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags
              else "Flags: none",
              f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
-             "| dispatch | root op | share | flags alone ms | tuned ms | target speedup [95%] | in spec |",
-             "|---|---|---:|---:|---:|---|---|"]
+             "| dispatch | root op | share | flags alone ms | tuned ms | target trials | "
+             "target speedup [95%] | in spec |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
     for d in dispatches:
         lines.append(f"| {d['dispatch']} | {d['root']} | {d['share']:.1%} | {d['before_ms']:.4f} | "
-                     f"{d['after_ms']:.4f} | {d['speedup_text']} | {d['in_spec']} |")
+                     f"{d['after_ms']:.4f} | {d['trials']} | {d['speedup_text']} | {d['in_spec']} |")
     lines += ["", *verdict_lines(result),
               "(times: the summed time of the model's dispatches per call, interleaved rounds)"]
     if result.problems:
@@ -164,7 +167,8 @@ def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[s
 
 
 def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
-             tuned_targets: set[int]) -> int:
+             tuned_targets: set[int], trials: dict[int, int] | None = None) -> int:
+    """The verdict logged and written; `trials`: each tuned target's trials."""
     log = tuner.log
     paths = tuner.s.paths
     flags_path, script = paths.best_flags, paths.compile_script
@@ -196,7 +200,7 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
         write_compile_script(tuner, result, script)
     log(answer_line(result, script))
     report_path, plot = paths.model_report, paths.model_plot
-    dispatches = dispatch_rows(rows, result, tuned_targets)
+    dispatches = dispatch_rows(rows, result, tuned_targets, trials or {})
     write_report(report_path, dispatches, result)
     write_summary(paths.model_summary, tuner.facts, dispatches,
                   [inputs, *verdict_lines(result), answer_line(result, script), *result.problems])

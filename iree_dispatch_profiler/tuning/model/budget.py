@@ -1,0 +1,87 @@
+"""Phase 3: the trials spread over the model's tuning targets by expected gain, as TVM's
+gradient-based task scheduler does: each target first gets a warm-up, then each further batch
+goes to the target whose next trials are expected to save the most model time. That is its
+time now (its dispatches' time under IREE, divided by the best verified speedup so far) times
+the relative gain of its last batch, plus an exploration floor that every target keeps. The total
+is --n-trial per target, as without a scheduler; one target takes at most CAP times that."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from iree_dispatch_profiler.tuning.engine import search
+from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
+from iree_dispatch_profiler.tuning.records import OK, TrialWriter
+from iree_dispatch_profiler.tuning.space import Space
+
+WARM_UP = 3  # the first trials of every target: --n-trial divided by this (at least one batch)
+EXPLORATION = 0.05  # the relative gain a target is credited with when its last batch found none
+CAP = 3
+
+
+@dataclass
+class Task:
+    target: TuningTarget
+    space: Space
+    rows: list[dict] = field(default_factory=list)
+    bests: list[float] = field(default_factory=list)  # the best speedup after each of its batches
+    done: bool = False  # its space, its early stop or the deadline ended it
+
+    @property
+    def best(self) -> float:
+        """The best verified speedup of its trials; 1 (IREE's own config) when none is faster."""
+        return max([float(r["speedup"]) for r in self.rows if r["status"] == OK] + [1.0])
+
+    @property
+    def ms(self) -> float:
+        """Its dispatches' time per model call with its best config so far."""
+        return float(self.target.ms) / self.best
+
+    def expected_gain(self) -> float:
+        """The model time (ms) its next batch is expected to save."""
+        last = 1 - self.bests[-2] / self.bests[-1] if len(self.bests) > 1 else 0.0
+        return self.ms * (EXPLORATION + last)
+
+
+def schedule(tuner: ModelTuner, tasks: list[Task], earlier: pd.DataFrame, writer: TrialWriter,
+             deadline: float) -> None:
+    """Each task's trials, by expected gain, in its `rows`; the allocation logged."""
+    s = tuner.s
+    total = s.n_trial * len(tasks)
+    warm_up = min(s.n_trial, max(s.batch_size, s.n_trial // WARM_UP))
+
+    def run(task: Task, trials: int, first: bool) -> None:
+        tuner.focus = task.target.dispatches  # the candidates' time: these dispatches'
+        before = len(task.rows)
+        task.rows = search(tuner, task.target.op, task.space,
+                           earlier if first else pd.DataFrame(task.rows), writer, deadline,
+                           limit=min(len(task.rows) + trials, CAP * s.n_trial), resumed=first)
+        task.bests.append(task.best)
+        task.done = len(task.rows) == before or len(task.rows) >= CAP * s.n_trial
+
+    for task in tasks:
+        run(task, warm_up, first=True)
+    while time.perf_counter() < deadline:
+        spent = sum(len(t.rows) for t in tasks)
+        open_tasks = [t for t in tasks if not t.done]
+        if spent >= total or not open_tasks:
+            break
+        run(next_task(open_tasks), min(s.batch_size, total - spent), first=False)
+    log_allocation(tuner, tasks)
+
+
+def next_task(open_tasks: list[Task]) -> Task:
+    """The task whose next batch is expected to save the most model time."""
+    return max(open_tasks, key=Task.expected_gain)
+
+
+def log_allocation(tuner: ModelTuner, tasks: list[Task]) -> None:
+    total_ms = sum(float(t.target.ms) for t in tasks) or 1.0
+    tuner.log(f"Trials by expected gain ({sum(len(t.rows) for t in tasks)} over {len(tasks)} "
+              f"target(s), --n-trial {tuner.s.n_trial} each on average):")
+    for task in tasks:
+        tuner.log(f"  target {task.target.op.index}: {float(task.target.ms) / total_ms:6.1%} of "
+                  f"the targets' time, {len(task.rows):>3} trials, best in the search "
+                  f"{task.best:.2f}x ({float(task.target.ms):.3f} -> {task.ms:.3f} ms)")
