@@ -91,14 +91,17 @@ def side_by_side(name: str, work: Path, seconds: float) -> dict:
     call = torch_eager(name, inputs)
     if call is not None:
         import torch
-        expected = call().numpy()
-        output = work / "bench_default_output0.bin"
+        expected = call()
+        expected = [t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
+        outputs = [work / f"bench_default_output{i}.bin" for i in range(len(signature.results))]
         ran = run_module(tools, work / BUILDS["IREE default"], signature.name, "local-task",
-                         [f"@{p}" for p in paths], [output], 600)
+                         [f"@{p}" for p in paths], outputs, 600)
         if ran.ok:
-            check = agreement(modules.read_outputs([output], signature)[0], expected)
-            notes.append(f"outputs: PyTorch eager against IREE default "
-                         f"{'agree' if check.ok else 'DISAGREE'} ({check.detail})")
+            for i, (got, wanted) in enumerate(zip(modules.read_outputs(outputs, signature),
+                                                  expected)):
+                check = agreement(got, wanted)
+                notes.append(f"output {i}: PyTorch eager against IREE default "
+                             f"{'agree' if check.ok else 'DISAGREE'} ({check.detail})")
         call()  # warm: the first call allocates
         candidates.append(Candidate(TORCH, lambda s: timed_calls(call, s)))
         notes.append(f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")

@@ -1,5 +1,6 @@
 """The auto-tuner's parts without the compiler: spaces valid for every CPU family, strategies
 that learn, and the seed's config file read as printed."""
+import dataclasses
 import itertools
 
 import numpy as np
@@ -308,5 +309,46 @@ def test_the_budget_goes_where_the_expected_gain_is():
     assert improving.ms == pytest.approx(1.5) and flat.ms == pytest.approx(4.0)
     assert next_task([flat, improving]) is improving  # halved by its last batch
     assert next_task([flat, task(3.0, [1.0, 1.0])]) is flat
+    warmed = Task(TuningTarget(MATMUL, ("d",), 1.0), None, [{"status": "ok", "speedup": 4.0}])
+    warmed.bests.append(warmed.best)  # its warm-up found 4x: that gain counts
+    assert next_task([task(1.0, [1.0, 1.1]), warmed]) is warmed
     failed = Task(TuningTarget(MATMUL, ("d",), 5.0), None, [{"status": "wrong-result", "speedup": 9}])
     assert failed.best == 1.0 and failed.ms == 5.0  # a failed trial is no speedup
+
+
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_decode_step_s_one_row_ops_are_tunable(cpu):
+    """One token: the FFN's matrix-vector product (m = 1) and an attention with one query, which
+    reaches the dispatch without an m loop: (batch, n, k1, k2)."""
+    from iree_dispatch_profiler.tuning import kinds
+    matvec = TunableOp(0, "main", "linalg.generic", "contraction", (1, 1, 3072, 768),
+                       (("batch", (0,)), ("m", (1,)), ("n", (2,)), ("k", (3,))), (), "f32", "f32")
+    space = tuning_space.build(matvec, cpu, {}, {})
+    assert space.tiles and {(p.tile_m, p.vector_m) for p in space.tiles} == {(1, 1)}
+    for p in space.tiles:
+        assert cpu_tiles.is_legal_vector_tile(cpu, (1, p.vector_n, p.tile_k), DataType.f32)
+    attention = TunableOp(0, "main", "iree_linalg_ext.online_attention", "attention",
+                          (12, 64, 64, 512), (("batch", (0,)), ("m", ()), ("k1", (2,)),
+                                              ("k2", (3,)), ("n", (1,))), (), "f32", "f32")
+    assert kinds.not_tunable(attention) == ""
+    assert "no n dimension" in kinds.not_tunable(dataclasses.replace(
+        attention, dims=(("batch", (0,)), ("m", ()), ("k1", (2,)), ("k2", (3,)), ("n", ()))))
+    space = tuning_space.build(attention, cpu, {}, {})
+    assert space.tiles and {p.vector_m for p in space.tiles} == {1}
+    config = tuning_space.configuration(attention, tuning_space.Point(1, 32, 8, 1, 16))
+    assert "distribution = [1, 32, 0, 0]" in config.lowering_config
+    assert "vector_common_parallel = [1, 16, 0, 0]" in config.lowering_config
+    assert "vector_reduction = [0, 0, 0, 8]" in config.lowering_config
+
+
+def test_the_second_round_joins_the_choice_with_faster_sets_of_other_groups():
+    from iree_dispatch_profiler.tuning.flags import CURATED, joined
+    sets = list(CURATED)
+    faster = ["propagate_transposes", "data_tiling", "data_tiling_early", "O3", "im2col"]
+    made = joined("data_tiling_early", faster, sets)
+    assert [f.name for f in made] == ["data_tiling_early+propagate_transposes",
+                                      "data_tiling_early+O3"]  # data_tiling: the same group
+    assert made[0].args == [*next(f for f in sets if f.name == "data_tiling_early").args,
+                            "--iree-opt-aggressively-propagate-transposes"]
+    assert [f.name for f in joined("im2col", ["im2col_data_tiling", "O3"], sets)] == ["im2col+O3"]
+    assert joined("O3", ["O3"], sets) == []

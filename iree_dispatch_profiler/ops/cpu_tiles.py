@@ -115,6 +115,8 @@ def tile_config_name(dm: int, dn: int, vm: int, vn: int, vk: int, cm: int = 0, c
 # that only fit 32 registers.
 MATMUL_VECTOR_SHAPES = [(8, 1, 1), (8, 2, 1), (4, 2, 1), (4, 4, 1), (16, 1, 1), (8, 2, 0.5),
                         (4, 2, 2), (8, 1, 2), (2, 4, 1), (16, 2, 1), (8, 4, 1)]
+# One row (a matrix-vector product: an LLM's decode step): wider and deeper blocks instead.
+MATVEC_VECTOR_SHAPES = [(1, 1, 1), (1, 2, 1), (1, 4, 1), (1, 1, 4), (1, 2, 4), (1, 4, 2)]
 DISTRIBUTION_SIZES = (16, 32, 64, 128, 256)
 
 
@@ -122,7 +124,7 @@ def matmul_vector_tiles(cpu: CpuTarget, m: int, n: int, k: int,
                         accumulator: DataType) -> list[tuple[int, int, int]]:
     width = lanes(cpu, accumulator)
     tiles = []
-    for rows, n_units, k_units in MATMUL_VECTOR_SHAPES:
+    for rows, n_units, k_units in MATVEC_VECTOR_SHAPES if m == 1 else MATMUL_VECTOR_SHAPES:
         vm, vn, vk = rows, n_units * width, max(1, int(k_units * width))
         if (rows * n_units > vector_registers(cpu) or vm > pow2_ceil(m) or vn > pow2_ceil(n)
                 or vk > k or not is_legal_vector_tile(cpu, (vm, vn, vk), accumulator)):
@@ -297,7 +299,7 @@ def attention_vector_tiles(cpu: CpuTarget, m: int, n: int, k1: int,
     width = lanes(cpu, ATTENTION_ACCUMULATOR)
     columns = list(dict.fromkeys(c for c in (n, 4 * width, 2 * width, width) if c <= n and n % c == 0))
     ranked = []
-    for i, vm in enumerate(ATTENTION_VECTOR_ROWS):
+    for i, vm in enumerate(ATTENTION_VECTOR_ROWS if m > 1 else (1,)):  # 1: a decode step's query
         for j, vn in enumerate(columns):
             for k, vk2 in enumerate(ATTENTION_KEY_TILES):
                 if vm <= pow2_ceil(m) and vk2 <= k2 and is_legal_attention_tile(cpu, k1, vm, vn, vk2):

@@ -32,34 +32,39 @@ class FlagSet:
     # a set this one is chosen in place of where their speedups' intervals overlap: it leaves
     # the spec more to tune
     stands_for: str = ""
+    # sets of one group are alternatives, never joined (default: its own name)
+    group: str = ""
 
     @property
     def args(self) -> list[str]:
         return shlex.split(self.flags)
 
 
+PACKING = "data tiling"  # the group of the data tiling variants
+
 CURATED = (
     FlagSet("data_tiling", DATA_TILING,
             "packs matmul operands into the target's register tiles and calls IREE's "
-            "microkernels: its fastest path for large matmuls", (CONTRACTION,)),
+            "microkernels: its fastest path for large matmuls", (CONTRACTION,), group=PACKING),
     FlagSet("data_tiling_early", DATA_TILING_EARLY,
             "data tiling with its packed matmuls formed before dispatches: the mmt4d ops are "
             "then tunable by the spec, and models whose attention fails under late data tiling "
-            "compile", (CONTRACTION,), stands_for="data_tiling"),
+            "compile", (CONTRACTION,), stands_for="data_tiling", group=PACKING),
     FlagSet("inner_tiled", f"{' '.join(EARLY_DATA_TILING)} {INNER_TILED}",
             "packed matmuls lowered to iree_codegen.inner_tiled instead of mmt4d + ukernel "
-            "(3.13; reported 1.14x at 4096^3 f32 on Zen 4, iree-org/iree#24515)", (CONTRACTION,)),
+            "(3.13; reported 1.14x at 4096^3 f32 on Zen 4, iree-org/iree#24515)", (CONTRACTION,),
+            group=PACKING),
     FlagSet("data_tiling_codegen", "--iree-opt-data-tiling",
             "the same packing with the inner kernel generated instead of a microkernel: for "
-            "types and ISAs the microkernels do not cover", (CONTRACTION,)),
+            "types and ISAs the microkernels do not cover", (CONTRACTION,), group=PACKING),
     FlagSet("conv_data_tiling", f"{DATA_TILING} {CONV_DATA_TILING}",
             "data tiling for convolutions too (experimental in 3.13): packed filters and "
-            "microkernels", (CONVOLUTION,)),
+            "microkernels", (CONVOLUTION,), group=PACKING),
     FlagSet("im2col", IM2COL,
             "convolutions as im2col + matmul: the matmul paths and tile configs, also for the "
-            "batch-1 convolutions whose conv configs IREE drops", (CONVOLUTION,)),
+            "batch-1 convolutions whose conv configs IREE drops", (CONVOLUTION,), group="im2col"),
     FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING}",
-            "im2col, then the matmuls it makes data-tiled", (CONVOLUTION,)),
+            "im2col, then the matmuls it makes data-tiled", (CONVOLUTION,), group="im2col"),
     FlagSet("channels_last",
             "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
             "iree-preprocessing-convert-conv-to-channels-last))",
@@ -85,6 +90,18 @@ CURATED = (
 def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str]) -> list[FlagSet]:
     """The sets that can matter for a model whose dispatch roots are of `kinds`."""
     return [f for f in sets if not f.needs or set(f.needs) & kinds]
+
+
+def joined(name: str, faster: list[str], sets: list[FlagSet], most: int = 2) -> list[FlagSet]:
+    """The set `name` joined with each of the `most` first others of `faster` (names, fastest
+    first) that are not of its group: what the second round of a flag search measures."""
+    by_name = {f.name: f for f in sets}
+    base = by_name[name]
+    others = [by_name[n] for n in faster if n in by_name and n != name
+              and (by_name[n].group or n) != (base.group or name)]
+    return [FlagSet(f"{base.name}+{other.name}", f"{base.flags} {other.flags}",
+                    f"{base.name} and {other.name} together: each is faster alone")
+            for other in others[:most]]
 
 
 def given(flag_points: dict[str, str]) -> list[FlagSet]:

@@ -52,6 +52,8 @@ class TunedKind:
     # loop classes taken whole by the innermost tile level (a packed op's inner tile): the
     # parallel ones by the vector level, the others by the reduction level
     whole: tuple[str, ...] = ()
+    # tiled loop classes an op may lack (a decode step's attention has one query: no m)
+    optional: tuple[str, ...] = ()
     # the pipeline of an op, where the kind's depends on its layout (None: `pipeline`)
     pipeline_for: Callable[[TunableOp], str] | None = None
 
@@ -139,7 +141,7 @@ KINDS: dict[str, TunedKind] = {kind.name: kind for kind in (
     TunedKind(tunable.ATTENTION, "LinalgExtTileAndVectorize", ("m", "n", "k2"), ("k1", "k2"), 0,
               (0,), False, _attention_pairs, _attention_legal,
               lambda op: cpu_tiles.ATTENTION_ACCUMULATOR, matched_op=ONLINE_ATTENTION,
-              matched_operands=3),
+              matched_operands=3, optional=("m",)),
     # Data tiling's packed matmul, configured by a spec only where encodings are materialized
     # before dispatches form (flags.DATA_TILING_EARLY): tile_m and tile_n count the outer tiles
     # a workgroup takes, as IREE's own config of it does; K one outer tile at a time.
@@ -164,7 +166,7 @@ def not_tunable(op: TunableOp) -> str:
     if why:
         return why
     for dim in kind.tiled:
-        if not op.positions(dim):
+        if not op.positions(dim) and dim not in kind.optional:
             return f"it has no {dim} dimension"
     try:
         element(op.input_element), element(op.accumulator_element)
@@ -174,7 +176,9 @@ def not_tunable(op: TunableOp) -> str:
 
 
 def tiled_sizes(op: TunableOp) -> tuple[int, int, int]:
-    """The sizes of the innermost loop of each class tile_m, tile_n and tile_k size."""
-    rows, cols, red = (op.loops[op.positions(d)[-1]] for d in of(op).tiled)
+    """The sizes of the innermost loop of each class tile_m, tile_n and tile_k size (1 for a
+    class the op lacks)."""
+    rows, cols, red = (op.loops[op.positions(d)[-1]] if op.positions(d) else 1
+                       for d in of(op).tiled)
     return rows, cols, red
 

@@ -124,8 +124,11 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
     else:
         pairs = kind.vector_pairs(cpu, op, rows, cols, red, accumulator)
     pow2_ceil = cpu_tiles.pow2_ceil
-    tile_m = lists.get("tile_m", [s for s in kind.distribution_sizes if s <= pow2_ceil(rows)])
-    tile_n = lists.get("tile_n", [s for s in kind.distribution_sizes if s <= pow2_ceil(cols)])
+    # a loop smaller than every size (a decode step's one row) is taken whole
+    tile_m = lists.get("tile_m", [s for s in kind.distribution_sizes if s <= pow2_ceil(rows)]
+                       or [pow2_ceil(rows)])
+    tile_n = lists.get("tile_n", [s for s in kind.distribution_sizes if s <= pow2_ceil(cols)]
+                       or [pow2_ceil(cols)])
     tile_k = lists.get("tile_k", [s for s in kind.reduction_tiles if s <= red])
     peel = lists.get("peel", list(kind.peel))
     points = []
@@ -200,7 +203,7 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
             cache_parallel.append(0)
             cache_reduction.append(0)
         elif loop in rows or loop in cols:
-            inner = loop in (rows[-1], cols[-1])
+            inner = loop in (*rows[-1:], *cols[-1:])
             distribution.append((point.tile_m if loop in rows else point.tile_n) if inner else 1)
             vector.append((point.vector_m if loop in rows else point.vector_n) if inner else 1)
             cache_parallel.append((point.cache_m if loop in rows else point.cache_n) if inner else 1)

@@ -26,7 +26,8 @@ class Task:
     target: TuningTarget
     space: Space
     rows: list[dict] = field(default_factory=list)
-    bests: list[float] = field(default_factory=list)  # the best speedup after each of its batches
+    # the best speedup before its first batch (IREE's own config: 1) and after each batch
+    bests: list[float] = field(default_factory=lambda: [1.0])
     done: bool = False  # its space, its early stop or the deadline ended it
 
     @property

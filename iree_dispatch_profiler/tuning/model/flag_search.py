@@ -69,7 +69,34 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
 
 
 def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], dict]:
-    """A row per set (module_flags.COLUMNS), and the builds with their roots by set name."""
+    """A row per set (module_flags.COLUMNS), and the builds with their roots by set name. The
+    sets are measured alone, then the one that would be chosen joined with each other
+    significantly faster set of another group (module_flags.joined): levers compound."""
+    rows, built = measure_round(tuner, sets)
+    faster = sorted(faster_rows(rows), key=lambda r: -r["speedup"])
+    first, _ = choose(faster, sets)
+    joined = module_flags.joined(first["name"], [r["name"] for r in faster], sets) if first else []
+    if joined:
+        more, more_built = measure_round(tuner, joined)
+        rows, built = rows + more, {**built, **more_built}
+    chosen, best = choose(faster_rows(rows), [*sets, *joined])
+    if chosen is not None:
+        chosen["chosen"] = "yes"
+    if chosen is not best:
+        tuner.log(f"Flags {chosen['name']} in place of {best['name']}: not significantly "
+                  "slower, and they leave the spec more to tune")
+    return rows, built
+
+
+def faster_rows(rows: list[dict]) -> list[dict]:
+    """The sets significantly faster than IREE's default (stats.significant)."""
+    return [r for r in rows if r["status"] == OK and "speedup" in r
+            and r["speedup_ci_low"] > 1 + stats.MIN_EFFECT]
+
+
+def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], dict]:
+    """The sets compiled in parallel, verified, and timed against IREE's default in one
+    interleaved session."""
     log = tuner.log
     log(f"Module flags: {len(sets)} set(s) on the whole model against IREE's default")
     start = time.perf_counter()
@@ -93,7 +120,6 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
     start = time.perf_counter()
     outcomes = tuner.time(timed, tuner.function, tuner.s.confirm_seconds) if timed else {}
     log.phase("flags", time.perf_counter() - start)
-    faster = []  # the sets significantly faster than IREE's default
     for row in rows:
         outcome = outcomes.get(f"model_{row['name']}")
         if outcome is None:
@@ -105,14 +131,6 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
                    ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
                    speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high)
-        if stats.significant(outcome.speedup, stats.MIN_EFFECT) and outcome.speedup.median > 1:
-            faster.append(row)
-    chosen, best = choose(faster, sets)
-    if chosen is not None:
-        chosen["chosen"] = "yes"
-    if chosen is not best:
-        tuner.log(f"Flags {chosen['name']} in place of {best['name']}: not significantly "
-                  "slower, and they leave the spec more to tune")
     return rows, built
 
 
