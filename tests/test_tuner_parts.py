@@ -290,6 +290,10 @@ def test_the_flag_choice_prefers_a_tunable_stand_in_only_when_it_is_not_slower()
     slower = row("data_tiling_early", 1.12, 1.08, 1.20)  # its interval is below the best's
     assert choose([late, slower], list(CURATED)) == (late, late)
     assert choose([], list(CURATED)) == (None, None)
+    codegen = row("data_tiling_codegen", 1.24, 1.21, 1.26)  # of the same group
+    assert choose([late, early, codegen], list(CURATED)) == (early, late)
+    close = row("data_tiling_early", 1.22, 1.18, 1.25)
+    assert choose([codegen, close], list(CURATED)) == (close, codegen)
     fusion = row("aggressive_fusion", 1.10, 1.06, 1.40)  # stands for nothing
     assert choose([late, fusion], list(CURATED)) == (late, late)
 

@@ -29,8 +29,8 @@ class FlagSet:
     flags: str  # as typed on iree-compile's command line
     why: str
     needs: tuple[str, ...] = ()  # root op kinds of which the model must have one (() for any)
-    # a set this one is chosen in place of where their speedups' intervals overlap: it leaves
-    # the spec more to tune
+    # the group of sets this one is chosen in place of where their speedups' intervals
+    # overlap: it leaves the spec more to tune
     stands_for: str = ""
     # sets of one group are alternatives, never joined (default: its own name)
     group: str = ""
@@ -49,7 +49,7 @@ CURATED = (
     FlagSet("data_tiling_early", DATA_TILING_EARLY,
             "data tiling with its packed matmuls formed before dispatches: the mmt4d ops are "
             "then tunable by the spec, and models whose attention fails under late data tiling "
-            "compile", (CONTRACTION,), stands_for="data_tiling", group=PACKING),
+            "compile", (CONTRACTION,), stands_for=PACKING, group=PACKING),
     FlagSet("inner_tiled", f"{' '.join(EARLY_DATA_TILING)} {INNER_TILED}",
             "packed matmuls lowered to iree_codegen.inner_tiled instead of mmt4d + ukernel "
             "(3.13; reported 1.14x at 4096^3 f32 on Zen 4, iree-org/iree#24515)", (CONTRACTION,),

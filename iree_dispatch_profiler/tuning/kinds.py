@@ -1,9 +1,9 @@
 """The one registry of tuned kinds: for each kind of op iree.tunable finds (contraction,
-convolution, attention, data tiling's mmt4d), how the tuner configures it: IREE's CPU pipeline, the loop classes the
-tile knobs size, its reductions, its register blocks and their legality, how a spec entry
-matches it, and what makes one of its ops untunable. A new tunable kind is its recognition in
-iree/tunable.py and one entry in KINDS (tests/test_tuner_parts.py checks that nothing else names
-a kind)."""
+convolution, depthwise convolution, attention, data tiling's packed matmul), how the tuner
+configures it: IREE's CPU pipeline, the loop classes the tile knobs size, its reductions, its
+register blocks and their legality, how a spec entry matches it, and what makes one of its ops
+untunable. A new tunable kind is its recognition in iree/tunable.py and one entry in KINDS
+(tests/test_tuner_parts.py checks that nothing else names a kind)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -136,13 +136,14 @@ def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
 
 def choose(faster: list[dict], sets: list[FlagSet]) -> tuple[dict | None, dict | None]:
     """The row to choose among those significantly faster than IREE's default, and the fastest
-    of them: the fastest, or a set that stands for it (FlagSet.stands_for) where their speedup
-    intervals overlap."""
+    of them: the fastest, or a set that stands for its group (FlagSet.stands_for) where their
+    speedup intervals overlap."""
     if not faster:
         return None, None
     best = max(faster, key=lambda r: r["speedup"])
+    group = next((f.group or f.name for f in sets if f.name == best["name"]), best["name"])
     by_name = {r["name"]: r for r in faster}
-    stand_in = next((by_name[f.name] for f in sets if f.stands_for == best["name"]
+    stand_in = next((by_name[f.name] for f in sets if f.stands_for == group
                      and f.name in by_name
                      and by_name[f.name]["speedup_ci_high"] >= best["speedup_ci_low"]), None)
     return stand_in or best, best
