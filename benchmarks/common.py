@@ -49,8 +49,11 @@ def compile_and_profile(work: Path, repetitions: int) -> tuple[pd.DataFrame, flo
     """Compile with -j1 and with all cores (timed), then profile IREE and numpy side by side,
     numpy at its best BLAS kernel (BLAS_PINS unset for that command)."""
     cores = os.cpu_count() or 1
-    serial = script("compile.py", "--generated-dir", work, "-j", "1", "--force-compile")
-    parallel = script("compile.py", "--generated-dir", work, "-j", str(cores), "--force-compile")
+    # both timed without the compile cache: the second would otherwise be read back from it
+    serial = script("compile.py", "--generated-dir", work, "-j", "1", "--force-compile",
+                    "--no-cache")
+    parallel = script("compile.py", "--generated-dir", work, "-j", str(cores), "--force-compile",
+                      "--no-cache")
     output = work / "bench.csv"
     pinned = [f"{name}={os.environ[name]}" for name in BLAS_PINS if name in os.environ]
     if pinned:
