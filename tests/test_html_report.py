@@ -155,6 +155,8 @@ def test_a_model_report_shows_the_ranking_before_and_after(browser, tmp_path):
     errors, requests = open_report(browser, tmp_path / "model.html", tmp_path / "model.png")
     assert not errors and not requests
     assert len(rows(browser, "model-dispatches")) == len(summary["dispatches"]) > 1
+    # the budget's choice: the hot target's 2 trials on its dispatch's row
+    assert sorted(d["trials"] for d in summary["dispatches"])[-1] == 2
     targets = [d for d in summary["dispatches"] if d["speedup"] is not None]
     assert rendered_charts(browser) == 1 + bool(targets)
     verdict = browser.find_element("id", "verdict").text
