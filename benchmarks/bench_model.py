@@ -50,8 +50,9 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
 }
 SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("  flags ", "Flags: ", "Trials by expected gain", "  target ",
-                    "Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ", "Model: ", "Model times",
-                    "IREE data tiling + ukernels does not", "target ", "Answer: ")
+                    "Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ",
+                    "Model: ", "Model times", "IREE data tiling + ukernels does not", "target ",
+                    "Answer: ")
 BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling.vmfb",
           "tuned (flags + spec)": "model_tuned.vmfb"}
 TORCH = "PyTorch eager"

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "workloads"
 sys.path.insert(0, str(ROOT))  # the package from this checkout, installed or not
 
+from iree_dispatch_profiler.sweep.baselines import BLAS_PINS  # noqa: E402
+
 
 def parse_args(description: str) -> tuple[argparse.Namespace, Path]:
     """Each benchmark's options, and its work folder (a new temporary one by default)."""
@@ -26,12 +28,9 @@ def parse_args(description: str) -> tuple[argparse.Namespace, Path]:
     return args, args.work_dir or Path(tempfile.mkdtemp(prefix="bench_"))
 
 
-# Variables that pin OpenBLAS below its best kernel on some machine images: unset for a command
-# that times the numpy anchor, which is then measured at its best.
-BLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-
-
 def best_blas_environment() -> dict[str, str]:
+    """This environment without BLAS_PINS: for a command that times the numpy anchor, which is
+    then measured at its best kernel."""
     return {name: value for name, value in os.environ.items() if name not in BLAS_PINS}
 
 

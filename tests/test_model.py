@@ -210,14 +210,25 @@ def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):
     assert len(pd.read_csv(output)) == 4
 
 
+def dumped_roots(tools, target, source, folder, flags):
+    """The dispatch roots of `source` compiled with `flags`, as the model tuner finds them (its
+    survey flags, executables dumped to `folder`)."""
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS
+    result = run(compile_command(tools, target, source, folder.with_suffix(".vmfb"), [
+        *flags, *SURVEY_FLAGS, f"--iree-hal-dump-executable-benchmarks-to={folder}"]), 300)
+    assert result.ok, result.failure("iree-compile", 300)
+    return tunable.dispatch_roots(folder, "main")
+
+
 def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(tools, tmp_path):
     """Why packed matmuls are tunable under data_tiling_early and not under IREE's data tiling:
     a spec for the MLP's first mmt4d sets its config when encodings are materialized before
     dispatches form, and is dropped when they are materialized inside codegen."""
     from iree_dispatch_profiler.core.library import Target
-    from iree_dispatch_profiler.iree import tunable
-    from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
-    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning import flags
     from iree_dispatch_profiler.tuning import space as tuning_space
@@ -225,12 +236,7 @@ def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(
     target = resolve_target(tools, Target(cpu="host"))
 
     def compiled(name, extra):
-        dump = tmp_path / name
-        result = run(compile_command(tools, target, MLP, tmp_path / f"{name}.vmfb", [
-            *extra, "--iree-codegen-add-tuner-attributes",
-            f"--iree-hal-dump-executable-benchmarks-to={dump}"]), 300)
-        assert result.ok, result.failure("iree-compile", 300)
-        return tunable.dispatch_roots(dump, "main")
+        return dumped_roots(tools, target, MLP, tmp_path / name, extra)
     early, late = (shlex.split(f) for f in (flags.DATA_TILING_EARLY, flags.DATA_TILING))
     packed = [r.op for r in compiled("early", early).values() if r.op and r.op.kind == "mmt4d"]
     assert len(packed) == 2 and all(op.loops for op in packed)
@@ -274,17 +280,10 @@ CONV_BLOCK = DATA / "conv_block_torch.mlir"  # batch 1: IREE drops configs on it
 def im2col_matmul(tools, tmp_path):
     """A matmul IREE makes of the conv block's first conv under im2col, and the host's CPU."""
     from iree_dispatch_profiler.core.library import Target
-    from iree_dispatch_profiler.iree import tunable
-    from iree_dispatch_profiler.iree.launchers import compile_command
-    from iree_dispatch_profiler.iree.process import run
     from iree_dispatch_profiler.iree.target import resolve_target
     target = resolve_target(tools, Target(cpu="host"))
-    dump = tmp_path / "roots"
-    result = run(compile_command(tools, target, CONV_BLOCK, tmp_path / "roots.vmfb",
-                                 [IM2COL, "--iree-codegen-add-tuner-attributes",
-                                  f"--iree-hal-dump-executable-benchmarks-to={dump}"]), 300)
-    assert result.ok, result.failure("iree-compile", 300)
-    ops = [r.op for r in tunable.dispatch_roots(dump, "main").values() if r.op]
+    roots = dumped_roots(tools, target, CONV_BLOCK, tmp_path / "roots", [IM2COL])
+    ops = [r.op for r in roots.values() if r.op]
     assert ops and all(op.kind == "contraction" for op in ops)  # no conv left
     return ops[0], target.resolved_cpu()
 

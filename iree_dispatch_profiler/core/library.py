@@ -301,8 +301,9 @@ DATA_TILING_CONFIGURATION = TuningConfiguration(
     "default_data_tiling", flags=("--iree-opt-data-tiling", UKERNELS))
 # Data tiling with encoded matmuls lowered to iree_codegen.inner_tiled instead of mmt4d (3.13;
 # plain matmuls only: batch matmuls fail to lower).
+INNER_TILED = "--iree-llvmcpu-enable-inner-tiled"
 INNER_TILED_CONFIGURATION = TuningConfiguration(
-    "default_inner_tiled", flags=("--iree-opt-data-tiling", "--iree-llvmcpu-enable-inner-tiled"))
+    "default_inner_tiled", flags=("--iree-opt-data-tiling", INNER_TILED))
 # Data tiling that turns a matmul into linalg.mmt4d before dispatches form, so that a tuning spec
 # can configure the mmt4d (later materialization makes it inside codegen, after specs apply, and
 # drops any config). Measured on 4096^3 f32: the same time as --iree-opt-data-tiling untuned.

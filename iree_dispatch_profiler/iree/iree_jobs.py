@@ -87,14 +87,24 @@ def machine_arch() -> str:
     return _ARCH_ALIASES.get(machine, machine)
 
 
-def cpu_model() -> str:
+def _cpuinfo(*keys: str) -> str | None:
+    """The value of the first /proc/cpuinfo line starting with one of `keys` (None: none)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(keys):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown"
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (x86 `flags`, Arm `Features`)."""
+    return set((_cpuinfo("flags", "Features") or "").split())
 
 
 def physical_cores() -> int:

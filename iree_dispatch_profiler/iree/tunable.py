@@ -132,10 +132,10 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
 
     if kind == ATTENTION:
         dims = _attention_dims(op)
-    elif kind == MMT4D:
-        batch = (0,) if op.operation.name == MMT4D_OPS[1] else ()
-        dims = tuple((name, (len(batch) + i,)) for i, name in enumerate(MMT4D_DIMS[1:]))
-        dims = (("batch", batch), *dims)
+    elif kind == MMT4D:  # batch_mmt4d's first loop is its batch
+        first = int(op.operation.name == MMT4D_OPS[1])
+        dims = (("batch", tuple(range(first))),
+                *((name, (first + i,)) for i, name in enumerate(MMT4D_DIMS[1:])))
     else:
         if kind == CONTRACTION:
             inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS

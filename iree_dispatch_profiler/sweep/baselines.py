@@ -11,22 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from iree_dispatch_profiler.iree.iree_jobs import cpu_model
+from iree_dispatch_profiler.iree import iree_jobs
 from iree_dispatch_profiler.iree.timing import Sample
 
 
 # OpenBLAS's kernels that use AVX-512, by the names threadpoolctl reports
 AVX512_KERNELS = {"SkylakeX", "CooperLake", "SapphireRapids"}
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+# Variables that pin OpenBLAS below its best kernel on some machine images
+BLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 @functools.cache
@@ -56,13 +48,13 @@ def blas_summary(infos: list[dict] | None = None, environ=None,
     text = (f"{library} {info.get('version') or ''}".strip()
             + (f", {kernel} kernel" if kernel else "") + f", {info.get('num_threads')} threads")
     pinned = environ.get("OPENBLAS_CORETYPE", "")
-    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    flags = iree_jobs.cpu_flags() if cpu_flags is None else cpu_flags
     below = library == "OpenBLAS" and "avx512f" in flags and kernel not in AVX512_KERNELS
     warning = ""
     if pinned and below:
         warning = (f"OPENBLAS_CORETYPE={pinned} pins numpy's BLAS to its {kernel} kernel on an "
-                   "AVX-512 CPU: numpy runs below its best (unset OPENBLAS_CORETYPE and "
-                   "OPENBLAS_L2_SIZE for the anchor at its best kernel)")
+                   f"AVX-512 CPU: numpy runs below its best (unset {' and '.join(BLAS_PINS)} "
+                   "for the anchor at its best kernel)")
     elif pinned:
         warning = f"OPENBLAS_CORETYPE={pinned} pins numpy's BLAS kernel ({kernel})"
     return text, warning
@@ -118,7 +110,7 @@ def _cache_file() -> Path:
 def machine_peak() -> dict:
     """{gflops, gbps} of this machine, measured once per CPU model and cached."""
     path = _cache_file()
-    key = f"{cpu_model()}|{os.cpu_count()}|numpy {np.__version__}"
+    key = f"{iree_jobs.cpu_model()}|{os.cpu_count()}|numpy {np.__version__}"
     try:
         cached = json.loads(path.read_text())
         if cached.get("key") == key:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from iree_dispatch_profiler.core.library import EARLY_DATA_TILING, UKERNELS
+from iree_dispatch_profiler.core.library import EARLY_DATA_TILING, INNER_TILED, UKERNELS
 from iree_dispatch_profiler.iree.tunable import CONTRACTION, CONVOLUTION, DEPTHWISE
 
 DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
@@ -15,7 +15,6 @@ DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 # spec's: seen in 3.13).
 DATA_TILING_EARLY = " ".join((*EARLY_DATA_TILING, UKERNELS))
 EARLY_MATERIALIZATION = EARLY_DATA_TILING[1]
-INNER_TILED = "--iree-llvmcpu-enable-inner-tiled"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
