@@ -223,17 +223,21 @@ def dumped_roots(tools, target, source, folder, flags):
     return tunable.dispatch_roots(folder, "main")
 
 
-def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(tools, tmp_path):
-    """Why packed matmuls are tunable under data_tiling_early and not under IREE's data tiling:
-    a spec for the MLP's first mmt4d sets its config when encodings are materialized before
-    dispatches form, and is dropped when they are materialized inside codegen."""
+@pytest.mark.parametrize("cpu, triple", [("host", None), ("skylake-avx512", None),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(
+        tools, tmp_path, cpu, triple):
+    """Why packed matmuls are tunable under data_tiling_early and not under IREE's data tiling,
+    on every SIMD family (cross-compiled): a spec for the MLP's first mmt4d sets its config when
+    encodings are materialized before dispatches form, and is dropped when they are
+    materialized inside codegen."""
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning import flags
     from iree_dispatch_profiler.tuning import space as tuning_space
     from iree_dispatch_profiler.tuning import spec as tuning_spec
-    target = resolve_target(tools, Target(cpu="host"))
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
 
     def compiled(name, extra):
         return dumped_roots(tools, target, MLP, tmp_path / name, extra)
