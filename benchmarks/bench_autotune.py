@@ -20,7 +20,7 @@ from bench_tuner import module_text
 from common import script
 
 from iree_dispatch_profiler.tuning import space as tuning_space
-from iree_dispatch_profiler.sweep.baselines import timed_calls
+from iree_dispatch_profiler.measure.blas import timed_calls
 from iree_dispatch_profiler.iree.launchers import compile_command
 from iree_dispatch_profiler.iree.process import run
 from iree_dispatch_profiler.iree.target import resolve_target

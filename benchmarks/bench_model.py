@@ -31,7 +31,7 @@ from iree_dispatch_profiler.iree import iree_jobs, modules
 from iree_dispatch_profiler.iree.launchers import run_module
 from iree_dispatch_profiler.iree.timing import Benchmark, INVOCATION
 from iree_dispatch_profiler.iree.tools import IreeTools
-from iree_dispatch_profiler.sweep.baselines import timed_calls
+from iree_dispatch_profiler.measure.blas import timed_calls
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 from iree_dispatch_profiler.measure.verification import agreement
 from iree_dispatch_profiler.tuning.paths import TuningPaths

@@ -6,7 +6,12 @@ run on this machine:
     speedup falls inside a run's 95% interval, and the profiler's wall time over the timed work;
 (b) A/A comparisons (the same vmfb twice, interleaved): how many are called different;
 (c) the profiler's per-dispatch time against iree-benchmark-module --dispatch_statistics;
-(d) the profiler's numpy row against a bare `a @ b` in this process."""
+(d) the profiler's numpy row against a bare `a @ b` in this process;
+(e) between sessions: five profiler sessions of the seed's sweep with the default timing source,
+    their calibrations (the machine's state at each session's start and end), each
+    configuration's speedup spread among sessions whose calibrations agree and among all,
+    coverage, and compare.py --csv on every ordered pair (A/A: the same build): how many
+    differences it claims, and how many it leaves to a machine shift the calibrations show."""
 from __future__ import annotations
 
 import argparse
@@ -22,9 +27,12 @@ import pandas as pd
 from common import script
 
 from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.measure import calibration
+from iree_dispatch_profiler.sweep import comparison
+from iree_dispatch_profiler.sweep.performance_report import PROVIDER_IREE, sessions
 from iree_dispatch_profiler.iree.process import run
 from iree_dispatch_profiler.iree.tools import IreeTools
-from iree_dispatch_profiler.iree.timers import TIMING_SOURCES, Timers
+from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
@@ -176,11 +184,75 @@ def part_d(work: Path) -> None:
           f"ratio {ratio:.3f} (target within 5%)")
 
 
+def part_e(work: Path, runs: int) -> None:
+    m, n, k = SHAPE
+    sweep(work)
+    print(f"(e) between sessions: {runs} profiler sessions of matmul_{m}x{n}x{k}_f32 "
+          f"({DEFAULT_SOURCE}), one after the other, each calibrated at its start and end")
+    paths = []
+    for i in range(runs):
+        csv = work / f"run_{DEFAULT_SOURCE}_{i}.csv"
+        if not csv.is_file():  # part (a)'s sessions of this source, when it ran
+            script("profiler.py", "--generated-dir", work, "--output", csv)
+        paths.append(csv)
+    frames = [pd.read_csv(p) for p in paths]
+    states = [sessions(f)[-1] for f in frames]
+    print(f"    {'session':<8} {'compute GFLOP/s':>22} {'memory GB/s':>20} {'BLAS GFLOP/s':>20}"
+          "  start vs end")
+    for i, (start, end) in enumerate(states):
+        cells = []
+        for name in ("compute", "memory", "blas"):
+            r = start.readings.get(name)
+            cells.append(f"{r.rate:.4g} [{r.low:.4g}, {r.high:.4g}]" if r else "-")
+        print(f"    {i:<8} {cells[0]:>22} {cells[1]:>20} {cells[2]:>20}  "
+              f"{calibration.within_session(start, end) if end else 'no end'}")
+    spans = [calibration.span([s for s in pair if s is not None]) for pair in states]
+    agree = {(a, b): not any(s.significant for s in calibration.shifts(spans[a], spans[b]))
+             for a in range(runs) for b in range(runs) if a != b}
+    speedups = [f[f["Provider"] == PROVIDER_IREE].set_index("Configuration") for f in frames]
+    configs = [c for c in speedups[0].index if c != "default"]
+
+    def pair_figures(pairs):
+        worst, inside, total = 0.0, 0, 0
+        for c in configs:
+            for a, b in pairs:
+                x, y = speedups[a], speedups[b]
+                if c in x.index and c in y.index and x.at[c, "speedup"] == x.at[c, "speedup"]:
+                    worst = max(worst, abs(x.at[c, "speedup"] - y.at[c, "speedup"])
+                                / statistics.mean([x.at[c, "speedup"], y.at[c, "speedup"]]))
+                    total += 1
+                    inside += x.at[c, "speedup_ci_low"] <= y.at[c, "speedup"] <= x.at[c, "speedup_ci_high"]
+        return worst, inside / total if total else float("nan")
+
+    agreeing = [p for p, ok in agree.items() if ok]
+    flagged = sorted({tuple(sorted(p)) for p, ok in agree.items() if not ok})
+    for label, pairs in (("sessions whose calibrations agree", agreeing),
+                         ("all sessions", list(agree))):
+        worst, coverage = pair_figures(pairs)
+        print(f"    {label:<34} {len(pairs):>3} ordered pairs: worst speedup spread {worst:.1%}, "
+              f"coverage {coverage:.0%}")
+    print(f"    session pairs the calibrations flag as a machine shift: "
+          f"{', '.join(f'{a}-{b}' for a, b in flagged) or 'none'}")
+    claims = unflagged = shifted = 0
+    for a, b in agree:
+        found, _ = comparison.csv_comparisons(paths[a], paths[b], stats.MIN_EFFECT)
+        claimed = sum(c["flag"] in ("REGRESSION", "improved") for c in found)
+        claims += claimed
+        unflagged += claimed if agree[(a, b)] else 0
+        shifted += sum(c["flag"] == "machine shift" for c in found)
+    print(f"    compare.py --csv on {len(agree)} ordered pairs (A/A): {claims} differences claimed "
+          f"({unflagged} in pairs whose calibrations agree), {shifted} left to a machine shift")
+    within = sum(1 for start, end in states if end and "CHANGED" in calibration.within_session(start, end))
+    print(f"    sessions whose start and end calibrations disagree: {within} of {runs}")
+    print("    targets: worst spread <= 5% among agreeing sessions, coverage >= 80%, "
+          "0 claimed differences in A/A")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--aa", type=int, default=20)
-    parser.add_argument("--parts", default="abcd")
+    parser.add_argument("--parts", default="abcde")
     parser.add_argument("--sources", default=",".join(TIMING_SOURCES),
                         help="timing sources to compare (default: all)")
     parser.add_argument("--work-dir", type=Path, default=None)
@@ -196,6 +268,8 @@ def main() -> None:
         part_c(tools, work)
     if "d" in args.parts:
         part_d(work)
+    if "e" in args.parts:
+        part_e(work, args.runs)
 
 
 if __name__ == "__main__":

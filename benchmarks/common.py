@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "workloads"
 sys.path.insert(0, str(ROOT))  # the package from this checkout, installed or not
 
-from iree_dispatch_profiler.sweep.baselines import BLAS_PINS  # noqa: E402
+from iree_dispatch_profiler.measure.blas import BLAS_PINS  # noqa: E402
 
 
 def parse_args(description: str) -> tuple[argparse.Namespace, Path]:

@@ -25,7 +25,8 @@ NEON = CpuTarget("neoverse-n1", "+neon,+fullfp16,+dotprod", "aarch64-unknown-lin
 
 
 # Profiler settings for tests: three short rounds (enough for an interval), whatever the precision.
-FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget=1"]
+FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget=1",
+        "--calibration=quick"]
 
 
 def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:

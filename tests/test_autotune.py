@@ -1,5 +1,6 @@
 """autotune.py with the real tools: the seed's module and cfg end to end, --list on a multi-op
 module, the exported tuning spec applies, a killed run resumes, bad config files are one line."""
+import json
 import os
 import shutil
 import signal
@@ -14,7 +15,7 @@ from helpers import DATA_DIR as DATA, ROOT, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 # Short sessions: these tests check what happens, not which config is fastest.
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2"]
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick"]
 
 
 def seed_config(folder, drop_iree_bin=True, replace=None):
@@ -144,6 +145,10 @@ def test_a_killed_run_resumes_without_measuring_finished_trials(tmp_path):
     result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"resuming after {len(before)} finished trials" in result.stdout
+    # the killed session's start calibration was kept; this one's is compared with it
+    assert "Machine state against the session this run resumes: " in result.stdout
+    sessions = json.loads((tmp_path / "resume_machine.json").read_text())
+    assert len(sessions) == 2 and sessions[0]["end"] is None and sessions[1]["end"]["at"]
     after = pd.read_csv(output)
     assert len(after) == 6 and after["candidate"].is_unique
     pd.testing.assert_frame_equal(after.head(len(before)), before)

@@ -1,7 +1,7 @@
 """The numpy anchor says what it is: numpy's BLAS, its kernel and threads, and a warning when
 the environment pins a kernel below what the CPU supports."""
 from iree_dispatch_profiler.core.library import TensorDescription
-from iree_dispatch_profiler.measure import verification
+from iree_dispatch_profiler.measure import blas, verification
 from iree_dispatch_profiler.ops import matmul
 from iree_dispatch_profiler.sweep import baselines
 
@@ -16,15 +16,15 @@ OPENBLAS = [{"user_api": "blas", "internal_api": "openblas", "version": "0.3.31"
 
 
 def test_the_numpy_anchor_names_its_blas_and_a_kernel_pinned_below_the_cpu():
-    text, warning = baselines.blas_summary(OPENBLAS, {}, {"avx2", "avx512f"})
+    text, warning = blas.blas_summary(OPENBLAS, {}, {"avx2", "avx512f"})
     assert text == "OpenBLAS 0.3.31, Haswell kernel, 2 threads" and warning == ""
-    _, pinned = baselines.blas_summary(OPENBLAS, {"OPENBLAS_CORETYPE": "Haswell"}, {"avx512f"})
+    _, pinned = blas.blas_summary(OPENBLAS, {"OPENBLAS_CORETYPE": "Haswell"}, {"avx512f"})
     assert "OPENBLAS_CORETYPE=Haswell" in pinned and "AVX-512" in pinned
-    _, avx2 = baselines.blas_summary(OPENBLAS, {"OPENBLAS_CORETYPE": "Haswell"}, {"avx2"})
+    _, avx2 = blas.blas_summary(OPENBLAS, {"OPENBLAS_CORETYPE": "Haswell"}, {"avx2"})
     assert "pins" in avx2 and "AVX-512" not in avx2
     best = [{**OPENBLAS[0], "architecture": "SkylakeX"}]
-    assert baselines.blas_summary(best, {}, {"avx512f"})[1] == ""
-    here, _ = baselines.blas_summary()  # this process's numpy, as threadpoolctl sees it
+    assert blas.blas_summary(best, {}, {"avx512f"})[1] == ""
+    here, _ = blas.blas_summary()  # this process's numpy, as threadpoolctl sees it
     assert "threads" in here and "not identified" not in here
     kernel = baselines.NumpyKernel(mm(8, 8, 8), verification.seeded_inputs(mm(8, 8, 8), 0))
     assert here in kernel.description

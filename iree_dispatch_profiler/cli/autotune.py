@@ -153,6 +153,7 @@ def settings(args: argparse.Namespace) -> Settings:
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
                     top=args.top, spec=args.spec, base_flags=args.base_flags,
                     list_only=args.list, timing_source=args.timing_source,
+                    calibration=args.calibration,
                     command=options.command_line(), inputs=args.inputs)
 
 

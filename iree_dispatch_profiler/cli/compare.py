@@ -34,6 +34,8 @@ from iree_dispatch_profiler.iree.timers import Timers
 from iree_dispatch_profiler.sweep import comparison
 from iree_dispatch_profiler.sweep.comparison import Variant
 from iree_dispatch_profiler.sweep.manifest import Manifest, select
+from iree_dispatch_profiler.measure import calibration
+from iree_dispatch_profiler.measure.calibration import Calibration
 from iree_dispatch_profiler.measure.protocol import Measurement, Protocol
 from iree_dispatch_profiler.sweep.plots import speedup_plot
 
@@ -70,6 +72,10 @@ def parser() -> options.ArgumentParser:
     options.add_parameters(p)
     p.add_argument("--reference", type=options.parse_paths, default=None, metavar="@OUT.npy,...",
                    help="expected outputs (.npy, one per result) every variant is checked against")
+    p.add_argument("--normalize", action="store_true",
+                   help="with --csv: divide each new time by the machine's shift between the two "
+                        "runs' calibrations (of its kind of kernel) instead of leaving "
+                        "differences within that shift unclaimed")
     p.add_argument("--min-effect", type=parse_fraction, default=stats.MIN_EFFECT,
                    metavar="FRACTION", help="smallest speedup claimed as a difference (default: 0.03)")
     options.add_protocol(p, Protocol.precision, Protocol.time_budget)
@@ -113,6 +119,7 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     target = resolve_target(tools, options.target_from_args(args))
     device = options.runtime_device(args, target)
     args.facts = facts(tools, target, device, args.timing_source)
+    args.calibrate = Calibration(tools, target, device, args.timers, True, args.calibration)
     variants = comparison.module_variants(
         tools, target, device, args.input, signature, args.variant, inputs, run_flags, work,
         args.compile_timeout, args.run_timeout, args.timers, args.timing == "invocation")
@@ -130,6 +137,8 @@ def dispatch_variants(args, tools: IreeTools, work: Path) -> Prepared:
     chosen = select(manifest.dispatches, args.dispatch)
     device = options.runtime_device(args, manifest.target)
     args.facts = facts(tools, manifest.target, device, args.timing_source)
+    args.calibrate = Calibration(tools, manifest.target, device, args.timers, True,
+                                 args.calibration)
     variants, operation, reference = comparison.dispatch_variants(
         tools, manifest, chosen, device, work, args.run_timeout, args.timers,
         args.timing == "invocation")
@@ -144,9 +153,17 @@ def compare_variants(args, variants: list[Variant], notes: list[str],
     sources = ", ".join(dict.fromkeys(v.benchmark.source for v in ready))
     print(f"Timing {len(ready)} variants in interleaved rounds (precision {args.precision:.0%}, "
           f"budget {args.time_budget:g} s; timing source {sources})", flush=True)
+    start = args.calibrate.measure()
+    print(calibration.block("start", start), flush=True)
     measured = comparison.measure_variants(variants, protocol)
+    end = args.calibrate.measure()
+    verdict = calibration.within_session(start, end)
+    print(calibration.block("end", end, verdict))
     report = comparison.build_report(variants, measured, references, args.min_effect)
-    report["facts"] = {**args.facts, "timing source": sources, "command": options.command_line()}
+    report["machine state"] = calibration.state_dict(start, end)
+    report["facts"] = {**args.facts, "timing source": sources,
+                       "machine state": f"{start.summary()}; {verdict}",
+                       "command": options.command_line()}
     for note in notes:
         print(note)
     print_report(report, measured)
@@ -179,25 +196,35 @@ def print_report(report: dict, measured: Measurement) -> None:
 
 def compare_csv(args) -> int:
     """Per dispatch of two profiler CSVs: old time / new time with an interval from both
-    runtime intervals; regressions and improvements beyond noise flagged, and a PNG."""
-    comparisons = comparison.csv_comparisons(*args.csv, args.min_effect)
+    runtime intervals; the machine's state in each run compared first, and differences
+    beyond noise and beyond the machine's shift flagged; a PNG beside --output."""
+    comparisons, machine = comparison.csv_comparisons(*args.csv, args.min_effect, args.normalize)
+    for line in machine["lines"]:
+        print(line)
+    if args.normalize and machine["shifts"]:
+        print("normalized: each new time divided by its kind of kernel's shift (compute- or "
+              "memory-bound by the old run's ridge point); see machine_factor")
     width = max(len(c["dispatch"]) for c in comparisons)
     print(f"{'dispatch':<{width}} {'old ms':>10} {'new ms':>10}  speedup (old/new) [interval]")
     for c in comparisons:
         print(f"{c['dispatch']:<{width}} {c['old_ms']:>10.4f} {c['new_ms']:>10.4f}  "
               f"{c['speedup']:.3f}x [{c['ci_low']:.3f}, {c['ci_high']:.3f}] {c['flag']}")
-    regressions = sum(c["flag"] == "REGRESSION" for c in comparisons)
-    improved = sum(c["flag"] == "improved" for c in comparisons)
-    print(f"{len(comparisons)} dispatches: {regressions} regressions, {improved} improvements "
-          f"beyond noise (min effect {args.min_effect:.0%})")
-    plot = (args.output.with_suffix(".png") if args.output else Path("compare.png"))
-    speedup_plot(comparisons, plot, f"{args.csv[0].name} -> {args.csv[1].name}")
-    print(f"Plot: {plot}")
-    report = {"comparisons": comparisons, "facts": {
-        "old": str(args.csv[0]), "new": str(args.csv[1]), "command": options.command_line()}}
+    counts = {flag: sum(c["flag"].split(" (")[0] == flag for c in comparisons)
+              for flag in ("REGRESSION", "improved", "machine shift")}
+    print(f"{len(comparisons)} dispatches: {counts['REGRESSION']} regressions, "
+          f"{counts['improved']} improvements beyond noise (min effect {args.min_effect:.0%})"
+          + (f"; {counts['machine shift']} within the machine's shift, not claimed"
+             if counts["machine shift"] else "")
+          + ("; claims normalized by the machine's shift" if args.normalize and machine["shifts"]
+             else ""))
+    report = {"comparisons": comparisons, "machine": machine, "facts": {
+        "old": str(args.csv[0]), "new": str(args.csv[1]), "machine state": machine["lines"][0],
+        "command": options.command_line()}}
     if args.output is not None:
+        plot = args.output.with_suffix(".png")
+        speedup_plot(comparisons, plot, f"{args.csv[0].name} -> {args.csv[1].name}")
         comparison.write_csv_comparisons(args.output, report)
-        print(f"Results: {args.output} and {args.output.with_suffix('.csv')}")
+        print(f"Results: {args.output}, {args.output.with_suffix('.csv')} and plot {plot}")
     write_html(args, report)
     return 0
 

@@ -19,6 +19,7 @@ from iree_dispatch_profiler.iree.dask_client import connect
 from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.compile_cache import CompileCache, default_dir
 from iree_dispatch_profiler.iree.tools import IreeTools
+from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES
 from iree_dispatch_profiler.report import outputs
 
@@ -75,6 +76,13 @@ def add_timing_source(parser: argparse.ArgumentParser) -> None:
                             f"{name}: {what}" for name, what in TIMING_SOURCES.items())
                         + f" (default: {DEFAULT_SOURCE}; where it cannot time a benchmark, the "
                           "next dispatch source does, and the results say which)")
+    # every timing session measures the machine it runs on, at its start and end
+    parser.add_argument("--calibration", choices=[*calibration.LEVELS, calibration.OFF],
+                        default="full",
+                        help="the machine's state measured at the start and end of the session "
+                             "(an in-cache compute kernel, a memory-bound one and numpy's GEMM): "
+                             "full (about 4 s each), quick (under 1 s, a wide interval) or off "
+                             "(default: full)")
 
 
 def add_timeouts(parser: argparse.ArgumentParser, compile_seconds: float, run_seconds: float) -> None:

@@ -15,16 +15,19 @@ from typing import Sequence
 import pandas as pd
 
 from iree_dispatch_profiler.cli import options
-from iree_dispatch_profiler.core.library import Device, UserError
+from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.values import parse_bool, parse_choices, parse_positive, parse_seconds
 from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.target import check_runnable
 from iree_dispatch_profiler.iree.tools import IreeTools
-from iree_dispatch_profiler.sweep.baselines import blas_summary, machine_peak
+from iree_dispatch_profiler.measure import calibration
+from iree_dispatch_profiler.measure.blas import blas_summary
+from iree_dispatch_profiler.measure.calibration import Calibration
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest, select
 from iree_dispatch_profiler.measure.protocol import Protocol
-from iree_dispatch_profiler.sweep.performance_report import (PROVIDER_IREE, PROVIDER_NUMPY,
+from iree_dispatch_profiler.sweep.performance_report import (MACHINE_STATE, MACHINE_STATE_END,
+                                                             PROVIDER_IREE, PROVIDER_NUMPY,
                                                              CsvReport, summary)
 from iree_dispatch_profiler.sweep.plots import write_plots
 from iree_dispatch_profiler.sweep.profiling import Profiler
@@ -72,7 +75,7 @@ def parser() -> options.ArgumentParser:
                         "as its own rows) (default: iree)")
     p.add_argument("--plot", type=Path, default=None, metavar="DIR",
                    help="write PNGs: GFLOP/s per configuration of each operation, and a roofline "
-                        "against this machine's measured peak (llvm-cpu)")
+                        "under this session's measured ceilings (llvm-cpu)")
     options.add_html(p)
     options.add_profile_on(p, scheduler_too=True)
     return p
@@ -119,6 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     report = CsvReport(args.output, append=args.append or args.resume, tags=args.tags)
+    calibrate = Calibration(tools, target, profiler.device, profiler.timers, not machine.remote,
+                            args.calibration)
+    start = calibrate.measure()
+    print(calibration.block("start", start), flush=True)
+    profiler.environment[MACHINE_STATE] = start.to_json()
     if args.plot is not None:
         try:
             args.plot.mkdir(parents=True, exist_ok=True)
@@ -155,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report.append(result)
                 progress.message(result.block())
                 progress.advance()
+        end = calibrate.measure()
+        print(calibration.block("end", end, calibration.within_session(start, end)))
+        report.end_session(start.to_json(), end.to_json())
     finally:
         profiler.close()  # the resident worker, if one was started
     print("-" * 64)
@@ -162,8 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(summary(results))
     failed = [r for r in results if r.failed]
     if args.plot is not None and results:
-        peak = machine_peak() if target.device is Device.LLVMCPU and not machine.remote else None
-        written = write_plots(results, args.plot, peak)
+        written = write_plots(results, args.plot, end.peak() or start.peak())
         print(f"Wrote {len(written)} plots to {args.plot}")
     print(f"{len(results)} dispatches: {len(results) - len(failed)} ok, {len(failed)} FAILED/ERROR")
     if args.output is not None:
@@ -171,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.html is not None:
         # from the CSV when there is one: a resumed run's report holds the earlier rows too
         page = (outputs.page_for(args.output, options.command_line()) if args.output is not None
-                else outputs.sweep_page(pd.DataFrame([r.row() for r in results]), options.command_line()))
+                else outputs.sweep_page(pd.DataFrame([{**r.row(), MACHINE_STATE_END: end.to_json()}
+                                               for r in results]), options.command_line()))
         options.write_html(args.html, page)
     return 1 if failed else 0
 

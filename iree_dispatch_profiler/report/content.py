@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from iree_dispatch_profiler.measure.calibration import MachineState, within_session
 from iree_dispatch_profiler.report import charts
 from iree_dispatch_profiler.report.html import (Block, Cell, Row, Section, Table, number, render,
                                                 with_interval)
@@ -46,17 +47,36 @@ def header_from(facts: dict) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------------------------
-def sweep(data: pd.DataFrame, peak: dict | None, command: str = "") -> Page:
+def machine_facts(states: list[tuple[MachineState, MachineState | None]]) -> dict:
+    """The header's lines on the machine's state: the last session's calibrations and whether
+    its start and end agree."""
+    if not states:
+        return {"machine state": "no calibration (written before sessions measured it)"}
+    start, end = states[-1]
+    facts = {"machine state at start": start.summary(),
+             "machine state at end": end.summary() if end else "none (the session was cut short)"}
+    if end is not None:
+        facts["machine state verdict"] = within_session(start, end)
+    if len(states) > 1:
+        facts["sessions"] = f"{len(states)} (appended or resumed); the last one's state shown"
+    return facts
+
+
+def sweep(data: pd.DataFrame, states: list[tuple[MachineState, MachineState | None]],
+          command: str = "") -> Page:
     """A profiler CSV: each operation's verdict first, then per operation its configurations'
     GFLOP/s with intervals (the significant leader marked), the sortable table of every row,
-    and a roofline."""
+    and a roofline under the last session's measured ceilings."""
     iree = data[data["Provider"] == PROVIDER_IREE]
     first = (iree if len(iree) else data).iloc[0] if len(data) else pd.Series(dtype=object)
     facts = {k: first.get(k) for k in HEADER_COLUMNS}
     facts["date"] = first.get("timestamp")
     facts["dispatches"] = f"{len(data)} rows, {data['Operation'].nunique()} operations"
+    facts.update(machine_facts(states))
     facts["command"] = command
     page = Page("Dispatch profile", header_from(facts))
+    last = states[-1] if states else (None, None)
+    peak = next((s.peak() for s in (last[1], last[0]) if s is not None and s.peak()), None)
 
     # Verdicts first: what each operation's sweep concluded, then its chart, then every row.
     leaders = {op: leader(rows) for op, rows in data.groupby("Operation", sort=False)}
@@ -110,8 +130,8 @@ def sweep(data: pd.DataFrame, peak: dict | None, command: str = "") -> Page:
         page.chart(roof, "roofline", charts.roofline(
             timed["Dispatch"], timed["flops"] / timed["bytes"], timed["GFLOPs"], peak))
         if peak is None:
-            roof.blocks.append(Block("text", text="No ceilings: the peak is measured only on "
-                                                  "the machine that timed the run."))
+            roof.blocks.append(Block("text", text="No ceilings: no calibration of the session "
+                                                  "that timed these rows measured them."))
         page.sections.append(roof)
     return page
 
@@ -283,6 +303,9 @@ def comparison(report: dict) -> Page:
     else:
         pairs = report.get("comparisons", [])
         section = Section("Dispatches: old time / new time", "dispatches")
+        machine = report.get("machine", {}).get("lines")
+        if machine:
+            section.blocks.append(Block("lines", title="Machine state", lines=machine))
         if pairs:
             page.chart(section, "pairs", charts.interval_bars(
                 [c["dispatch"] for c in pairs], [c["speedup"] for c in pairs],
@@ -292,7 +315,8 @@ def comparison(report: dict) -> Page:
             "dispatch", "old ms", "new ms", "speedup [95%]", "flag"], [
             Row([Cell(c["dispatch"]), number(c["old_ms"], ".4f"), number(c["new_ms"], ".4f"),
                  with_interval(c["speedup"], c["ci_low"], c["ci_high"], ".3f", "x"), Cell(c["flag"])],
-                "bad" if c["flag"] == "REGRESSION" else "best" if c["flag"] else "")
+                "bad" if c["flag"].startswith("REGRESSION") else
+                "best" if c["flag"].startswith("improved") else "")
             for c in pairs])))
         page.sections.append(section)
     return page

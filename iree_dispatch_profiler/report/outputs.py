@@ -9,10 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from iree_dispatch_profiler.core.library import UserError
-from iree_dispatch_profiler.iree.iree_jobs import cpu_model
 from iree_dispatch_profiler.report import content, html
 from iree_dispatch_profiler.report.content import Page
-from iree_dispatch_profiler.sweep.baselines import machine_peak
+from iree_dispatch_profiler.sweep.performance_report import sessions
 from iree_dispatch_profiler.tuning.paths import TuningPaths
 from iree_dispatch_profiler.tuning.space import TILE_KNOBS
 
@@ -25,11 +24,9 @@ def _read(path: Path) -> str:
 
 
 def sweep_page(data: pd.DataFrame, command: str = "") -> Page:
-    """The roofline's ceilings are this machine's measured peak, drawn only when this machine
-    timed the rows."""
-    models = set(data.get("cpu model", pd.Series(dtype=str)).dropna())
-    peak = machine_peak() if models == {cpu_model()} else None
-    return content.sweep(data, peak, command)
+    """The roofline's ceilings and the machine's state come from the calibrations of the
+    sessions that timed the rows (the last one's), never from another day's."""
+    return content.sweep(data, sessions(data), command)
 
 
 def page_for(path: Path, command: str = "") -> Page:

@@ -21,6 +21,9 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import Timer, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
+from iree_dispatch_profiler.sweep.performance_report import sessions
+from iree_dispatch_profiler.measure.calibration import (band, comparable, shifts, span,
+                                                        within_session)
 from iree_dispatch_profiler.measure.protocol import Candidate, Measurement, Protocol, measure
 from iree_dispatch_profiler.measure.verification import ReferenceCache, agreement
 
@@ -227,10 +230,15 @@ def write_report(path: Path, report: dict) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-def csv_comparisons(old: Path, new: Path, min_effect: float) -> list[dict]:
+def csv_comparisons(old: Path, new: Path, min_effect: float,
+                    normalize: bool = False) -> tuple[list[dict], dict]:
     """Per dispatch of two profiler CSVs: old time / new time with an interval from both
-    runtime intervals, flagged as a regression or an improvement beyond noise."""
-    frames = []
+    runtime intervals, flagged as a regression or an improvement beyond noise; and the two
+    runs' machine states compared first (machine_shift). A difference the machine's own shift
+    could explain is flagged `machine shift`, not claimed; with `normalize`, each new time is
+    divided by the shift of its kind of kernel (compute- or memory-bound, by the roofline's
+    ridge) instead."""
+    frames, states = [], []
     for path in (old, new):
         try:
             frame = pd.read_csv(path)
@@ -238,7 +246,7 @@ def csv_comparisons(old: Path, new: Path, min_effect: float) -> list[dict]:
             raise UserError(f"cannot read profiler CSV {path}: {error}") from None
         if not {"Dispatch", "Runtime(ms)"} <= set(frame.columns):
             raise UserError(f"{path} is not a profiler CSV (no Dispatch and Runtime(ms) columns)")
-        for column in ("ci_low", "ci_high"):
+        for column in ("ci_low", "ci_high", "flops", "bytes"):
             if column not in frame.columns:
                 frame[column] = np.nan  # an older CSV: no interval, nothing is claimed
         for column in ("Runtime(ms)", "ci_low", "ci_high"):
@@ -249,22 +257,82 @@ def csv_comparisons(old: Path, new: Path, min_effect: float) -> list[dict]:
                 raise UserError(f"{path}: {column} of {row['Dispatch']} is "
                                 f"'{row[column]}', not a number")
             frame[column] = numbers
-        frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high"]]
+        states.append(sessions(frame))
+        frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high", "flops", "bytes"]]
                       .dropna(subset=["Runtime(ms)"]).drop_duplicates("Dispatch", keep="last"))
-    both = frames[0].merge(frames[1], on="Dispatch", suffixes=("_old", "_new"))
+    both = frames[0].merge(frames[1], on=["Dispatch"], suffixes=("_old", "_new"))
     if both.empty:
         raise UserError("the two CSVs have no timed dispatch in common")
+    machine = machine_shift(states[0], states[1], old.name, new.name, min_effect)
+    low, high = machine["band"]
     comparisons = []
-    for row in both.itertuples(index=False):
-        old_ms, new_ms = row[1], row[4]
-        ratio = stats.Estimate(old_ms / new_ms, row[2] / row[6], row[3] / row[5], np.nan, 1)
+    for row in both.to_dict("records"):
+        old_ms, new_ms = row["Runtime(ms)_old"], row["Runtime(ms)_new"]
+        ratio = stats.Estimate(old_ms / new_ms, row["ci_low_old"] / row["ci_high_new"],
+                               row["ci_high_old"] / row["ci_low_new"], np.nan, 1)
+        factor = None
+        if normalize and machine["shifts"]:
+            factor = _machine_factor(machine, row["flops_old"], row["bytes_old"])
+            ratio = stats.Estimate(ratio.median / factor.median, ratio.low / factor.high,
+                                   ratio.high / factor.low, np.nan, 1)
         significant = stats.significant(ratio, min_effect)
-        flag = "" if not significant else "improved" if ratio.median > 1 else "REGRESSION"
+        beyond_machine = factor is not None or ratio.low > high or ratio.high < low
+        flag = ("" if not significant else "machine shift" if not beyond_machine
+                else "improved" if ratio.median > 1 else "REGRESSION")
+        if factor is not None and significant:
+            flag += " (normalized)"  # a claim that rests on the machine's shift as a model
         comparisons.append({"baseline": str(old), "variant": str(new),
-                            "dispatch": row[0], "old_ms": old_ms, "new_ms": new_ms,
+                            "dispatch": row["Dispatch"], "old_ms": old_ms, "new_ms": new_ms,
                             "speedup": ratio.median, "ci_low": ratio.low, "ci_high": ratio.high,
-                            "significant": significant, "flag": flag})
-    return comparisons
+                            "significant": flag.split(" (")[0] in ("improved", "REGRESSION"),
+                            "flag": flag,
+                            "machine_factor": factor.median if factor is not None else np.nan})
+    return comparisons, machine
+
+
+def machine_shift(old: list, new: list, old_name: str, new_name: str,
+                  min_effect: float) -> dict:
+    """The two runs' calibrations (every session of each, start and end) compared: the line
+    that says it, each kernel's shift, and the band of speedups the machine alone explains."""
+    spans = [span([s for pair in states for s in pair]) for states in (old, new)]
+    lines, why = [], comparable(*spans)
+    for name, states in ((old_name, old), (new_name, new)):
+        for start, end in states:
+            if end is not None and not comparable(start, end) and any(
+                    s.significant for s in shifts(start, end, min_effect)):
+                lines.append(f"machine state: in {name}, {within_session(start, end)}")
+    if why:
+        missing = old_name if not old else new_name if not new else f"{old_name} or {new_name}"
+        lines.insert(0, f"machine state: not compared ({why} in {missing}): a shift of the "
+                        "machine cannot be told from a change")
+        return {"lines": lines, "shifts": [], "band": (1.0, 1.0), "old": None, "new": None}
+    found = shifts(spans[0], spans[1], min_effect)
+    moved = [s for s in found if s.significant]
+    if moved:
+        lines.insert(0, "machine state: the machine ran " + "; ".join(s.said for s in moved)
+                     + f" in {new_name}: differences below that are not attributed to the change")
+    else:
+        lines.insert(0, "machine state: the calibrations agree (" + ", ".join(
+            f"{s.kernel} {s.ratio.median:.2f}x {s.ratio.interval('.2f')}" for s in found)
+            + "): differences are attributed to the change")
+    return {"lines": lines, "shifts": [{"kernel": s.kernel, "ratio": s.ratio.median,
+                                       "ci_low": s.ratio.low, "ci_high": s.ratio.high,
+                                       "significant": s.significant} for s in found],
+            "band": band(found), "old": spans[0].summary(), "new": spans[1].summary(),
+            "ridge": (spans[0].readings["compute"].rate / spans[0].readings["memory"].rate
+                      if {"compute", "memory"} <= set(spans[0].readings) else np.nan)}
+
+
+def _machine_factor(machine: dict, flops: float, nbytes: float) -> stats.Estimate:
+    """The shift of the kind of kernel a dispatch is: memory-bound below the ridge (when its
+    flops and bytes are known), else compute-bound. As old/new speedups are, above 1 when the
+    machine ran it faster in the new run."""
+    by_kernel = {s["kernel"]: s for s in machine["shifts"]}
+    kind = ("memory" if nbytes > 0 and flops / nbytes < machine["ridge"] and "memory" in by_kernel
+            else "compute" if "compute" in by_kernel else next(iter(by_kernel)))
+    shift = by_kernel[kind]
+    # the rate ratio new/old is the time ratio old/new: a slower machine lowers every speedup
+    return stats.Estimate(shift["ratio"], shift["ci_low"], shift["ci_high"], np.nan, 1)
 
 
 def write_csv_comparisons(path: Path, report: dict) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -10,13 +11,18 @@ from pathlib import Path
 import pandas as pd
 
 from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.stats import CONFIDENCE, MIN_EFFECT, NO_ESTIMATE, Estimate
+from iree_dispatch_profiler.measure.calibration import MachineState
 from iree_dispatch_profiler.measure.protocol import Outcome
 
 PROVIDER_IREE = "IREE Codegen"
 PROVIDER_NUMPY = "numpy"
 SEPARATOR = "-" * 64
+# The session's calibration (measure/calibration.py) as JSON, at its start and at its end: the
+# end is filled in when the session ends (an interrupted one has none).
+MACHINE_STATE, MACHINE_STATE_END = "machine state", "machine state at end"
 
 COLUMNS = [
     "Dispatch", "Provider", "Operation", "Configuration", "op_kind", "m", "n", "k", "batch_count",
@@ -26,6 +32,7 @@ COLUMNS = [
     "timing source", "max_abs_error", "Reason", "compile log", "compile time(s)", "compiled on", "compile cache",
     "vmfb bytes", "target", "vector bytes", "cpu features", "runtime device", "cpu model",
     "threads", "timed on", "compile flags", "IREE version", "timestamp",
+    MACHINE_STATE, MACHINE_STATE_END,
 ]
 
 
@@ -184,6 +191,37 @@ class CsvReport:
             return
         frame = pd.DataFrame([{**result.row(), **self.tags}], columns=self.columns)
         frame.to_csv(self.path, mode="a", header=False, index=False)
+
+    def end_session(self, start: str, end: str) -> None:
+        """The end calibration into this session's rows (those with its start state); the file
+        is replaced whole, so a kill leaves it as it was."""
+        if self.path is None or not self.path.is_file():
+            return
+        with open(self.path, newline="") as handle:
+            rows = list(csv.reader(handle))
+        if not rows or MACHINE_STATE_END not in rows[0]:
+            return
+        at, end_at = rows[0].index(MACHINE_STATE), rows[0].index(MACHINE_STATE_END)
+        for row in rows[1:]:
+            if len(row) == len(rows[0]) and row[at] == start:
+                row[end_at] = end
+        text = io.StringIO()
+        csv.writer(text).writerows(rows)
+        write_atomically(self.path, text.getvalue())
+
+
+def sessions(data: pd.DataFrame) -> list[tuple[MachineState, MachineState | None]]:
+    """The (start, end) calibrations of each session whose rows a profiler CSV holds, in order."""
+    if MACHINE_STATE not in data.columns:
+        return []
+    pairs = data[[MACHINE_STATE, MACHINE_STATE_END]] if MACHINE_STATE_END in data.columns \
+        else data[[MACHINE_STATE]].assign(**{MACHINE_STATE_END: None})
+    found = []
+    for start, end in pairs.drop_duplicates(MACHINE_STATE).itertuples(index=False):
+        state = MachineState.from_json(start)
+        if state is not None:
+            found.append((state, MachineState.from_json(end)))
+    return found
 
 
 def summary(results: list[PerformanceResult], min_effect: float = MIN_EFFECT) -> str:

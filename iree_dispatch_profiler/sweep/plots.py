@@ -52,7 +52,8 @@ def roofline_plot(results: list[PerformanceResult], peak: dict, path: Path) -> N
     ridge = peak["gflops"] / peak["gbps"]
     xs = sorted({low, high, min(max(ridge, low), high)})
     axis.plot(xs, [min(peak["gflops"], x * peak["gbps"]) for x in xs], color="black",
-              label=f"peak: {peak['gflops']:.0f} GFLOP/s BLAS, {peak['gbps']:.1f} GB/s copy")
+              label=f"this session's ceilings: {peak['gflops']:.0f} GFLOP/s, "
+                    f"{peak['gbps']:.1f} GB/s read (calibration)")
     for provider, marker in ((PROVIDER_IREE, "o"), (PROVIDER_NUMPY, "s")):
         points = [r for r in timed if r.provider == provider]
         if points:

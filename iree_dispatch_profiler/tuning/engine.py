@@ -5,6 +5,7 @@ final session; the answer reported. Single-op tuning (tuning.single_op) and mode
 (tuning.model) are its clients."""
 from __future__ import annotations
 
+import json
 import math
 import shlex
 import shutil
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.builder import Builder
@@ -27,6 +29,8 @@ from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command, ru
 from iree_dispatch_profiler.iree.target import run_facts
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
+from iree_dispatch_profiler.measure import calibration
+from iree_dispatch_profiler.measure.calibration import Calibration, MachineState
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 from iree_dispatch_profiler.measure.verification import Agreement, non_finite, outputs_agreement
 from iree_dispatch_profiler.tuning import spec as tuning_spec
@@ -69,6 +73,7 @@ class Settings:
     base_flags: str | None = None  # --model: tune under these flags instead of searching them
     list_only: bool = False
     timing_source: str = DEFAULT_SOURCE
+    calibration: str = "full"  # measure.calibration's level, or off
     command: str = ""  # the command line, for the reports
     inputs: list[Path] | None = None  # --inputs: one .npy per argument of the tuned function
 
@@ -126,6 +131,52 @@ class Tuner:
         self.default: Build | None = None
         self.facts = {**run_facts(self.tools, self.target, self.device, machine.facts,
                                   machine.label, s.timing_source), "command": s.command}
+        self.calibration = Calibration(self.tools, self.target, self.device, self.timers,
+                                       not machine.remote, s.calibration)
+        self.machine_start: MachineState | None = None
+
+    def calibrate_start(self) -> None:
+        """This session's first calibration, said against the last session of the run it
+        resumes, and recorded at once in X_machine.json (a killed session keeps its start)."""
+        self.machine_start = self.calibration.measure()
+        self.log(calibration.block("start", self.machine_start))
+        earlier = self.recorded() if self.s.output.is_file() else []
+        if earlier:
+            last = [MachineState.from_json(earlier[-1].get(k)) for k in ("start", "end")]
+            before = calibration.span([x for x in last if x is not None])
+            why = calibration.comparable(before, self.machine_start)
+            moved = [] if why else [x for x in calibration.shifts(before, self.machine_start)
+                                    if x.significant]
+            self.log("Machine state against the session this run resumes: " + (
+                f"not compared ({why})" if why else "agrees" if not moved else
+                "the machine now runs " + "; ".join(x.said for x in moved)
+                + " (each trial's speedup is from one session's rounds; the leaders are "
+                  "confirmed together in this one)"))
+        self.record(calibration.state_dict(self.machine_start, None), replace_last=False)
+
+    def calibrate_end(self) -> None:
+        """The session's last calibration: its verdict in the facts of every report and in
+        X_machine.json."""
+        if self.machine_start is None:
+            return
+        end = self.calibration.measure()
+        verdict = calibration.within_session(self.machine_start, end)
+        self.log(calibration.block("end", end, verdict))
+        self.facts["machine state"] = f"{self.machine_start.summary()}; {verdict}"
+        self.record(calibration.state_dict(self.machine_start, end), replace_last=True)
+
+    def recorded(self) -> list[dict]:
+        """The sessions of this run, as X_machine.json holds them."""
+        try:
+            data = json.loads(self.s.paths.machine.read_text())
+        except (OSError, ValueError):
+            return []
+        return [x for x in data if isinstance(x, dict)] if isinstance(data, list) else []
+
+    def record(self, session: dict, replace_last: bool) -> None:
+        sessions = self.recorded()
+        sessions = [*(sessions[:-1] if replace_last else sessions), session]
+        write_atomically(self.s.paths.machine, json.dumps(sessions, indent=1) + "\n")
 
     def signature_source(self) -> Path:
         return self.s.input

@@ -27,6 +27,11 @@ class TuningPaths:
     def log(self) -> Path:
         return self.output.with_suffix(".log")
 
+    @property
+    def machine(self) -> Path:
+        """The machine's state at the start and end of each session of the run."""
+        return self._named("_machine.json")
+
     # single ops and models
     @property
     def tuning_spec(self) -> Path:

@@ -75,6 +75,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
             f"{len(space.tiles)} tile configs, {len(space.points) - len(space.tiles)} flag points")
     tuner = Tuner(s, toolchain, log)
     tuner.check_inputs([op.function for op in chosen])
+    tuner.calibrate_start()
     start = time.perf_counter()
     tuner.default = tuner.build(DEFAULT, None, [])
     if tuner.default.reason:
@@ -94,6 +95,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
         answers.append({"op": op.index, "name": op.name, "shape": op.shape, "types": op.types,
                         "lines": report(tuner, result)})
     export(tuner, results)
+    tuner.calibrate_end()
     answer = s.paths.answer
     write_atomically(answer, json.dumps({"kind": "tuning", "facts": tuner.facts, "ops": answers},
                                         indent=1) + "\n")

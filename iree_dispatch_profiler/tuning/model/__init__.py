@@ -42,6 +42,8 @@ def run_model(s: Settings, toolchain: Toolchain) -> int:
     log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
     tuner = ModelTuner(s, toolchain, log, lowered, function)
     tuner.check_inputs([function])
+    if not s.list_only:  # a listing times dispatches only to rank them
+        tuner.calibrate_start()
     return tune(tuner, cpu)
 
 

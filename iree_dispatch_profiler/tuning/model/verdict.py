@@ -169,6 +169,7 @@ def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[s
 def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
              tuned_targets: set[int], trials: dict[int, int] | None = None) -> int:
     """The verdict logged and written; `trials`: each tuned target's trials."""
+    tuner.calibrate_end()
     log = tuner.log
     paths = tuner.s.paths
     flags_path, script = paths.best_flags, paths.compile_script
