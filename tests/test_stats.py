@@ -56,6 +56,21 @@ def test_significant(median, low, high, significant):
     assert ("no significant difference" not in stats.verdict("b", "a", ratio, 0.03)) is significant
 
 
+def test_the_across_sessions_interval_adds_the_between_session_spread():
+    within = stats.Estimate(2.0, 1.98, 2.03, 0.01, 17)
+    across = stats.across_sessions(within, 0.01)
+    assert across.median == 2.0 and across.low < within.low and across.high > within.high
+    # each side widened in quadrature: 1% + 1.96% -> 2.2%; 1.5% + 1.96% -> 2.47%
+    assert across.low == pytest.approx(2.0 * (1 - math.hypot(0.01, 1.96 * 0.01)), rel=1e-3)
+    assert across.high == pytest.approx(2.0 * (1 + math.hypot(0.015, 1.96 * 0.01)), rel=1e-3)
+    # no spread between sessions: the same interval; no interval: nothing made up
+    same = stats.across_sessions(within, 0.0)
+    assert (same.low, same.high) == pytest.approx((within.low, within.high))
+    assert not stats.across_sessions(stats.NO_ESTIMATE).has_interval
+    # another session's 1.96 lies outside this session's interval but inside the wider one
+    assert not within.low <= 1.96 <= within.high and across.low <= 1.96 <= across.high
+
+
 def test_verdict_wording():
     assert stats.verdict("dt", "base", stats.Estimate(2.1, 1.95, 2.24, 0, 9), 0.03) == \
         "dt faster than base by 2.10x [1.95, 2.24]"

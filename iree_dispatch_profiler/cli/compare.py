@@ -210,13 +210,11 @@ def compare_csv(args) -> int:
         print(f"{c['dispatch']:<{width}} {c['old_ms']:>10.4f} {c['new_ms']:>10.4f}  "
               f"{c['speedup']:.3f}x [{c['ci_low']:.3f}, {c['ci_high']:.3f}] {c['flag']}")
     counts = {flag: sum(c["flag"].split(" (")[0] == flag for c in comparisons)
-              for flag in ("REGRESSION", "improved", "machine shift")}
+              for flag in ("REGRESSION", "improved", machine["within"])}
     print(f"{len(comparisons)} dispatches: {counts['REGRESSION']} regressions, "
           f"{counts['improved']} improvements beyond noise (min effect {args.min_effect:.0%})"
-          + (f"; {counts['machine shift']} within the machine's shift, not claimed"
-             if counts["machine shift"] else "")
-          + ("; claims normalized by the machine's shift" if args.normalize and machine["shifts"]
-             else ""))
+          + (f"; {counts[machine['within']]} within the machine's {machine['within'][8:]}, "
+             "not claimed" if machine["within"] and counts[machine["within"]] else ""))
     report = {"comparisons": comparisons, "machine": machine, "facts": {
         "old": str(args.csv[0]), "new": str(args.csv[1]), "machine state": machine["lines"][0],
         "command": options.command_line()}}

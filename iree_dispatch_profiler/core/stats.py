@@ -17,6 +17,10 @@ RESAMPLES = 2000
 DRIFT_THRESHOLD = 0.10
 # Smaller differences are not claimed, however sure: they do not survive a reboot on our VMs.
 MIN_EFFECT = 0.03
+# The spread of a speedup between sessions on a steady machine (calibrations agreeing), as a
+# relative standard deviation beyond the within-session noise: benchmarks/bench_truth.py (e)
+# measured 1.0% pooled over the seed sweep's 16 configurations (0 to 2.4% each), 5 sessions.
+SESSION_SD = 0.01
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,20 @@ def speedup(baseline: Sequence[float], variant: Sequence[float]) -> Estimate:
     if a.shape != b.shape:
         raise ValueError("speedup needs samples paired by round")
     return estimate(a / b)
+
+
+def across_sessions(ratio: Estimate, session_sd: float = SESSION_SD) -> Estimate:
+    """The interval of a speedup across sessions (reproducibility, as ISO 5725 tells it from
+    repeatability): each side of the within-session interval widened, in quadrature, by the
+    between-session spread. Within-session intervals alone held another session's speedup
+    59% of the time here."""
+    if not ratio.has_interval or not ratio.median > 0:
+        return ratio
+    extra = stats.norm.ppf(0.5 + CONFIDENCE / 2) * session_sd
+    low = (1 - ratio.low / ratio.median) ** 2 + extra ** 2
+    high = (ratio.high / ratio.median - 1) ** 2 + extra ** 2
+    return Estimate(ratio.median, ratio.median * (1 - math.sqrt(low)),
+                    ratio.median * (1 + math.sqrt(high)), ratio.cv, ratio.n)
 
 
 def significant(ratio: Estimate, min_effect: float) -> bool:

@@ -235,7 +235,8 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
     """Per dispatch of two profiler CSVs: old time / new time with an interval from both
     runtime intervals, flagged as a regression or an improvement beyond noise; and the two
     runs' machine states compared first (machine_shift). A difference the machine's own shift
-    could explain is flagged `machine shift`, not claimed; with `normalize`, each new time is
+    could explain is flagged `machine shift` (or `machine noise`, when the calibrations agree
+    but their intervals reach it), not claimed; with `normalize`, each new time is
     divided by the shift of its kind of kernel (compute- or memory-bound, by the roofline's
     ridge) instead."""
     frames, states = [], []
@@ -260,7 +261,7 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
         states.append(sessions(frame))
         frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high", "flops", "bytes"]]
                       .dropna(subset=["Runtime(ms)"]).drop_duplicates("Dispatch", keep="last"))
-    both = frames[0].merge(frames[1], on=["Dispatch"], suffixes=("_old", "_new"))
+    both = frames[0].merge(frames[1], on="Dispatch", suffixes=("_old", "_new"))
     if both.empty:
         raise UserError("the two CSVs have no timed dispatch in common")
     machine = machine_shift(states[0], states[1], old.name, new.name, min_effect)
@@ -277,7 +278,7 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
                                    ratio.high / factor.low, np.nan, 1)
         significant = stats.significant(ratio, min_effect)
         beyond_machine = factor is not None or ratio.low > high or ratio.high < low
-        flag = ("" if not significant else "machine shift" if not beyond_machine
+        flag = ("" if not significant else machine["within"] if not beyond_machine
                 else "improved" if ratio.median > 1 else "REGRESSION")
         if factor is not None and significant:
             flag += " (normalized)"  # a claim that rests on the machine's shift as a model
@@ -305,7 +306,8 @@ def machine_shift(old: list, new: list, old_name: str, new_name: str,
         missing = old_name if not old else new_name if not new else f"{old_name} or {new_name}"
         lines.insert(0, f"machine state: not compared ({why} in {missing}): a shift of the "
                         "machine cannot be told from a change")
-        return {"lines": lines, "shifts": [], "band": (1.0, 1.0), "old": None, "new": None}
+        return {"lines": lines, "shifts": [], "band": (1.0, 1.0), "within": "", "old": None,
+                "new": None}
     found = shifts(spans[0], spans[1], min_effect)
     moved = [s for s in found if s.significant]
     if moved:
@@ -318,7 +320,8 @@ def machine_shift(old: list, new: list, old_name: str, new_name: str,
     return {"lines": lines, "shifts": [{"kernel": s.kernel, "ratio": s.ratio.median,
                                        "ci_low": s.ratio.low, "ci_high": s.ratio.high,
                                        "significant": s.significant} for s in found],
-            "band": band(found), "old": spans[0].summary(), "new": spans[1].summary(),
+            "band": band(found), "within": "machine shift" if moved else "machine noise",
+            "old": spans[0].summary(), "new": spans[1].summary(),
             "ridge": (spans[0].readings["compute"].rate / spans[0].readings["memory"].rate
                       if {"compute", "memory"} <= set(spans[0].readings) else np.nan)}
 

@@ -28,7 +28,8 @@ COLUMNS = [
     "Dispatch", "Provider", "Operation", "Configuration", "op_kind", "m", "n", "k", "batch_count",
     "lhs", "rhs", "result", "split_k_mode", "split_k_slices", "bytes", "flops", "Verification",
     "Config applied", "Runtime(ms)", "ci_low", "ci_high", "speedup", "speedup_ci_low",
-    "speedup_ci_high", "precision_reached", "drift", "GFLOPs", "GB/s", "cv", "repetitions",
+    "speedup_ci_high", "speedup_across_sessions_low", "speedup_across_sessions_high",
+    "precision_reached", "drift", "GFLOPs", "GB/s", "cv", "repetitions",
     "timing source", "max_abs_error", "Reason", "compile log", "compile time(s)", "compiled on", "compile cache",
     "vmfb bytes", "target", "vector bytes", "cpu features", "runtime device", "cpu model",
     "threads", "timed on", "compile flags", "IREE version", "timestamp",
@@ -92,6 +93,7 @@ class PerformanceResult:
 
     def row(self) -> dict:
         speedup = self.speedup or NO_ESTIMATE
+        across = stats.across_sessions(speedup)
         row = {
             "Dispatch": self.dispatch, "Provider": self.provider, "Operation": self.operation,
             "Configuration": self.configuration, **self.operation_fields, "bytes": self.bytes,
@@ -100,6 +102,8 @@ class PerformanceResult:
             "ci_low": _round(self.runtime.low, 6), "ci_high": _round(self.runtime.high, 6),
             "speedup": _round(speedup.median, 4), "speedup_ci_low": _round(speedup.low, 4),
             "speedup_ci_high": _round(speedup.high, 4),
+            "speedup_across_sessions_low": _round(across.low, 4),
+            "speedup_across_sessions_high": _round(across.high, 4),
             "precision_reached": self.precision_reached, "drift": self.drift,
             "GFLOPs": _round(self.gflops, 3), "GB/s": _round(self.gbps, 3),
             "cv": _round(self.runtime.cv, 4) if self.runtime.n > 1 else math.nan,
@@ -136,7 +140,8 @@ class PerformanceResult:
             lines.append(f"Timing source : {self.timing_source}")
         if self.speedup is not None:
             lines.append(f"Speedup       : {self.speedup.median:.3f}x {self.speedup.interval()} "
-                         "over default, same rounds")
+                         "over default, same rounds; "
+                         f"{stats.across_sessions(self.speedup).interval()} across sessions")
         note = f"; {self.measurement_note}" if self.measurement_note else ""
         if self.precision_reached == "no" or self.drift not in ("", "no") or note:
             lines.append(f"Measurement   : precision reached {self.precision_reached}, "
