@@ -205,7 +205,8 @@ def compare_csv(args) -> int:
         print("normalized: each new time divided by its kind of kernel's shift (compute- or "
               "memory-bound by the old run's ridge point); see machine_factor")
     width = max(len(c["dispatch"]) for c in comparisons)
-    print(f"{'dispatch':<{width}} {'old ms':>10} {'new ms':>10}  speedup (old/new) [interval]")
+    print(f"{'dispatch':<{width}} {'old ms':>10} {'new ms':>10}  speedup (old/new) "
+          "[interval across sessions]")
     for c in comparisons:
         print(f"{c['dispatch']:<{width}} {c['old_ms']:>10.4f} {c['new_ms']:>10.4f}  "
               f"{c['speedup']:.3f}x [{c['ci_low']:.3f}, {c['ci_high']:.3f}] {c['flag']}")
@@ -213,8 +214,8 @@ def compare_csv(args) -> int:
               for flag in ("REGRESSION", "improved", machine["within"])}
     print(f"{len(comparisons)} dispatches: {counts['REGRESSION']} regressions, "
           f"{counts['improved']} improvements beyond noise (min effect {args.min_effect:.0%})"
-          + (f"; {counts[machine['within']]} within the machine's {machine['within'][8:]}, "
-             "not claimed" if machine["within"] and counts[machine["within"]] else ""))
+          + (f"; {counts[machine['within']]} left to the {machine['within']}, not claimed"
+             if counts[machine["within"]] else ""))
     report = {"comparisons": comparisons, "machine": machine, "facts": {
         "old": str(args.csv[0]), "new": str(args.csv[1]), "machine state": machine["lines"][0],
         "command": options.command_line()}}

@@ -5,6 +5,7 @@ dispatch."""
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,9 +235,11 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
                     normalize: bool = False) -> tuple[list[dict], dict]:
     """Per dispatch of two profiler CSVs: old time / new time with an interval from both
     runtime intervals, flagged as a regression or an improvement beyond noise; and the two
-    runs' machine states compared first (machine_shift). A difference the machine's own shift
-    could explain is flagged `machine shift` (or `machine noise`, when the calibrations agree
-    but their intervals reach it), not claimed; with `normalize`, each new time is
+    runs' machine states compared first (machine_shift). Each ratio's interval is widened by
+    the spread between sessions (stats.across_sessions, for both runs); a difference beyond
+    noise within the sessions that this spread or the machine's own shift could explain is
+    flagged `machine shift` (or `session noise`, when the calibrations agree), not claimed;
+    with `normalize`, each new time is
     divided by the shift of its kind of kernel (compute- or memory-bound, by the roofline's
     ridge) instead."""
     frames, states = [], []
@@ -269,22 +272,26 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
     comparisons = []
     for row in both.to_dict("records"):
         old_ms, new_ms = row["Runtime(ms)_old"], row["Runtime(ms)_new"]
-        ratio = stats.Estimate(old_ms / new_ms, row["ci_low_old"] / row["ci_high_new"],
-                               row["ci_high_old"] / row["ci_low_new"], np.nan, 1)
+        within = stats.Estimate(old_ms / new_ms, row["ci_low_old"] / row["ci_high_new"],
+                                row["ci_high_old"] / row["ci_low_new"], np.nan, 1)
         factor = None
         if normalize and machine["shifts"]:
             factor = _machine_factor(machine, row["flops_old"], row["bytes_old"])
-            ratio = stats.Estimate(ratio.median / factor.median, ratio.low / factor.high,
-                                   ratio.high / factor.low, np.nan, 1)
-        significant = stats.significant(ratio, min_effect)
+            within = stats.Estimate(within.median / factor.median, within.low / factor.high,
+                                    within.high / factor.low, np.nan, 1)
+        # two sessions: each run's time also carries its session's spread
+        ratio = stats.across_sessions(within, math.sqrt(2) * stats.SESSION_SD)
+        significant = stats.significant(within, min_effect)
         beyond_machine = factor is not None or ratio.low > high or ratio.high < low
-        flag = ("" if not significant else machine["within"] if not beyond_machine
+        claimed = stats.significant(ratio, min_effect) and beyond_machine
+        flag = ("" if not significant else machine["within"] if not claimed
                 else "improved" if ratio.median > 1 else "REGRESSION")
         if factor is not None and significant:
             flag += " (normalized)"  # a claim that rests on the machine's shift as a model
         comparisons.append({"baseline": str(old), "variant": str(new),
                             "dispatch": row["Dispatch"], "old_ms": old_ms, "new_ms": new_ms,
                             "speedup": ratio.median, "ci_low": ratio.low, "ci_high": ratio.high,
+                            "ci_low_within": within.low, "ci_high_within": within.high,
                             "significant": flag.split(" (")[0] in ("improved", "REGRESSION"),
                             "flag": flag,
                             "machine_factor": factor.median if factor is not None else np.nan})
@@ -306,8 +313,8 @@ def machine_shift(old: list, new: list, old_name: str, new_name: str,
         missing = old_name if not old else new_name if not new else f"{old_name} or {new_name}"
         lines.insert(0, f"machine state: not compared ({why} in {missing}): a shift of the "
                         "machine cannot be told from a change")
-        return {"lines": lines, "shifts": [], "band": (1.0, 1.0), "within": "", "old": None,
-                "new": None}
+        return {"lines": lines, "shifts": [], "band": (1.0, 1.0), "within": "session noise",
+                "old": None, "new": None}
     found = shifts(spans[0], spans[1], min_effect)
     moved = [s for s in found if s.significant]
     if moved:
@@ -320,7 +327,7 @@ def machine_shift(old: list, new: list, old_name: str, new_name: str,
     return {"lines": lines, "shifts": [{"kernel": s.kernel, "ratio": s.ratio.median,
                                        "ci_low": s.ratio.low, "ci_high": s.ratio.high,
                                        "significant": s.significant} for s in found],
-            "band": band(found), "within": "machine shift" if moved else "machine noise",
+            "band": band(found), "within": "machine shift" if moved else "session noise",
             "old": spans[0].summary(), "new": spans[1].summary(),
             "ridge": (spans[0].readings["compute"].rate / spans[0].readings["memory"].rate
                       if {"compute", "memory"} <= set(spans[0].readings) else np.nan)}
