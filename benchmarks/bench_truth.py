@@ -29,7 +29,9 @@ from common import script
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.sweep import comparison
-from iree_dispatch_profiler.sweep.performance_report import PROVIDER_IREE, sessions
+from iree_dispatch_profiler.measure.calibration import MachineState
+from iree_dispatch_profiler.sweep.performance_report import (MACHINE_STATE, MACHINE_STATE_DURING,
+                                                             PROVIDER_IREE, sessions)
 from iree_dispatch_profiler.iree.process import run
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES, Timers
@@ -206,8 +208,15 @@ def part_e(work: Path, runs: int) -> None:
             cells.append(f"{r.rate:.4g} [{r.low:.4g}, {r.high:.4g}]" if r else "-")
         print(f"    {i:<8} {cells[0]:>22} {cells[1]:>20} {cells[2]:>20}  "
               f"{calibration.within_session(start, end) if end else 'no end'}")
-    spans = [calibration.span([s for s in pair if s is not None]) for pair in states]
-    agree = {(a, b): not any(s.significant for s in calibration.shifts(spans[a], spans[b]))
+    # the sessions whose operations' sentinel saw the machine change during their rounds
+    moved = {i for i, f in enumerate(frames) if MACHINE_STATE_DURING in f.columns and any(
+        calibration.disturbed(MachineState.from_json(a), MachineState.from_json(b))
+        for a, b in zip(f[MACHINE_STATE], f[MACHINE_STATE_DURING]))}
+    print(f"    sessions whose sentinel saw the machine change during an operation's rounds: "
+          f"{', '.join(map(str, sorted(moved))) or 'none'}")
+    # a pair agrees when neither session changed during itself and their states do not differ
+    agree = {(a, b): a not in moved and b not in moved and not comparison.machine_shift(
+                 [states[a]], [states[b]], "a", "b", stats.MIN_EFFECT)["flagged"]
              for a in range(runs) for b in range(runs) if a != b}
     speedups = [f[f["Provider"] == PROVIDER_IREE].set_index("Configuration") for f in frames]
     for f in speedups:  # sessions profiled before the column existed

@@ -20,6 +20,7 @@ from iree_dispatch_profiler.measure.calibration import MachineState, Reading
 from iree_dispatch_profiler.report import outputs
 from iree_dispatch_profiler.sweep import comparison
 from iree_dispatch_profiler.sweep.performance_report import (COLUMNS, MACHINE_STATE,
+                                                             MACHINE_STATE_DURING,
                                                              MACHINE_STATE_END, CsvReport,
                                                              PerformanceResult)
 
@@ -136,6 +137,21 @@ def test_normalizing_divides_by_the_shift_of_the_kernel_kind_and_says_so(tmp_pat
     assert found["m"]["flag"] == "REGRESSION (normalized)"
 
 
+def test_a_dispatch_timed_while_the_machine_changed_is_never_claimed(tmp_path):
+    start = state()
+    assert calibration.disturbed(start, MachineState("t", {"compute": Reading(190, 188, 192)})) == ""
+    slow = MachineState("t", {"compute": Reading(95, 94, 96)})
+    assert "compute-bound kernels 50% slower" in calibration.disturbed(start, slow)
+    old = sweep_csv(tmp_path / "old.csv", {"a": (1.0, 0.01), "b": (1.0, 0.01)}, start)
+    new = sweep_csv(tmp_path / "new.csv", {"a": (2.0, 0.01), "b": (2.0, 0.01)}, start)
+    frame = pd.read_csv(new)
+    frame[MACHINE_STATE_DURING] = ["", slow.to_json()]  # b's rounds saw the machine at half speed
+    frame.to_csv(new, index=False)
+    found, machine = comparison.csv_comparisons(old, new, 0.03)
+    assert {c["dispatch"]: c["flag"] for c in found} == {"a": "REGRESSION", "b": "machine shift"}
+    assert "1 dispatch timing(s)" in machine["lines"][-1]
+
+
 def test_runs_without_a_calibration_are_compared_and_say_what_they_cannot_tell(tmp_path):
     old = sweep_csv(tmp_path / "old.csv", {"a": (1.0, 0.01)}, None)
     new = sweep_csv(tmp_path / "new.csv", {"a": (1.2, 0.01)}, state())
@@ -237,6 +253,8 @@ def test_every_profiler_row_carries_its_sessions_state_and_compare_reads_it(tmp_
         start = MachineState.from_json(data[MACHINE_STATE].iloc[0])
         end = MachineState.from_json(data[MACHINE_STATE_END].iloc[0])
         assert start.readings and end.readings and start.at <= end.at
+        meanwhile = MachineState.from_json(data[MACHINE_STATE_DURING].iloc[0])
+        assert set(meanwhile.readings) == {calibration.SENTINEL}  # the sentinel in the rounds
         assert json.loads(data[MACHINE_STATE].iloc[0])["workload"] == calibration.WORKLOAD
     compared = run_script("compare.py", "--csv", tmp_path / "r1.csv", tmp_path / "r2.csv")
     assert compared.returncode == 0, compared.stderr

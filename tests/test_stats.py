@@ -108,6 +108,17 @@ def test_protocol_stops_at_precision_and_reports_speedups():
     assert result.drift == "no"
 
 
+def test_a_sentinel_is_sampled_every_round_and_only_watched():
+    base, fast = Fake("default", [10.0] * 50), Fake("fast", [5.0] * 50)
+    # a sentinel as noisy as can be: were it a candidate, precision would never be reached
+    watch = Fake("sentinel", [1.0, 3.0] * 25)
+    result = measure([base.candidate, fast.candidate], "default",
+                     Protocol(precision=0.05, time_budget=60, min_rounds=6), sentinel=watch.candidate)
+    assert result.rounds == 6 and "sentinel" not in result.outcomes
+    assert len(result.sentinel.samples) == result.rounds and result.sentinel.runtime.n == 6
+    assert result.outcomes["fast"].speedup.median == pytest.approx(2.0)
+
+
 def test_protocol_drops_a_failing_candidate_and_measures_the_rest():
     good = Fake("default", [10.0] * 100)
     bad = Fake("c1", [5.0, 5.0, -1, -1] + [5.0] * 100)  # fails, and fails again

@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = calibrate.measure()
     print(calibration.block("start", start), flush=True)
     profiler.environment[MACHINE_STATE] = start.to_json()
+    profiler.machine_start, profiler.sentinel = start, calibrate.sentinel()
     if args.plot is not None:
         try:
             args.plot.mkdir(parents=True, exist_ok=True)

@@ -80,6 +80,7 @@ KERNELS = (
     Kernel("blas", "GFLOP/s", 2 * BLAS_SIZE**3 / 1e6, f"numpy {BLAS_SIZE}^3 f32 GEMM"),
 )
 BY_NAME = {k.name: k for k in KERNELS}
+SENTINEL = "compute"  # the kernel also timed in every operation's rounds
 # How each kernel's change is said: "the machine ran compute-bound kernels 15% slower"
 SAID = {"compute": "compute-bound kernels", "memory": "memory-bound kernels",
         "blas": "numpy's BLAS"}
@@ -339,6 +340,39 @@ class Calibration:
                 failures.append(f"{name}: {outcome.reason}")
         return MachineState(at, readings, blas if "blas" in readings else "",
                             reason="; ".join(failures))
+
+    def sentinel(self) -> Candidate | None:
+        """The compute kernel as a sentinel for an operation's rounds (protocol.measure), so
+        that a machine that changes between the session's start and end calibrations is seen
+        where it changed; None when it cannot be timed."""
+        if self.level == OFF or self.target.device is not Device.LLVMCPU:
+            return None
+        vmfb = self.build().get(SENTINEL)
+        if vmfb is None:
+            return None
+        timer = self.timers.benchmark(vmfb, SENTINEL, self.device,
+                                      list(BY_NAME[SENTINEL].inputs), timeout=self.timeout,
+                                      per_dispatch=True)
+        return Candidate(f"machine sentinel ({SENTINEL})", timer.sample)
+
+
+def during(outcome) -> MachineState | None:
+    """The machine's state during some rounds, from their sentinel's samples (an Outcome)."""
+    if outcome is None or not outcome.runtime.has_interval:
+        return None
+    return MachineState(datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        {SENTINEL: Reading.of(BY_NAME[SENTINEL], outcome.runtime)})
+
+
+def disturbed(start: MachineState | None, meanwhile: MachineState | None,
+              min_effect: float = stats.MIN_EFFECT) -> str:
+    """'' when the machine ran the sentinel during the rounds as at the session's start, else
+    how it differed (the rounds' timings are then of another machine state)."""
+    if start is None or meanwhile is None or comparable(start, meanwhile):
+        return ""
+    moved = [s for s in shifts(start, meanwhile, min_effect) if s.significant]
+    return ("the machine changed during these rounds: it ran " + "; ".join(s.said for s in moved)
+            + " than at the session's start") if moved else ""
 
 
 def block(label: str, state: MachineState, verdict: str = "") -> str:

@@ -50,6 +50,8 @@ class Measurement:
     seconds: float = 0.0
     drift: str = "no"  # no / re-measured (seen and measured again) / yes (seen at the end)
     budget: float = 0.0  # the time budget asked for
+    # a fixed kernel timed in the same rounds, never ranked: how the machine ran meanwhile
+    sentinel: Outcome | None = None
 
     @property
     def budget_note(self) -> str:
@@ -80,12 +82,15 @@ class Measurement:
 
 
 def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Protocol,
-            on_round: Callable[[Measurement], None] | None = None) -> Measurement:
+            on_round: Callable[[Measurement], None] | None = None,
+            sentinel: Candidate | None = None) -> Measurement:
     """Rounds until precision, budget or max_rounds; candidates that fail drop out with a
-    reason. With no baseline, precision applies to each runtime interval instead."""
+    reason. With no baseline, precision applies to each runtime interval instead. A
+    `sentinel` is sampled once per round too, and only watched (Measurement.sentinel)."""
     result = Measurement(baseline if any(c.name == baseline for c in candidates) else None,
                          {c.name: Outcome(c.name) for c in candidates},
-                         budget=protocol.time_budget)
+                         budget=protocol.time_budget,
+                         sentinel=Outcome(sentinel.name) if sentinel else None)
     active = list(candidates)
     start = time.perf_counter()
     remeasures, since_restart = protocol.remeasures, 0
@@ -104,6 +109,13 @@ def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Pro
             else:
                 outcome.reason, outcome.samples = sample.reason, []
         active = [c for c in active if not result.outcomes[c.name].reason]
+        watched = result.sentinel
+        if sentinel is not None and watched is not None and not watched.reason:
+            sample = sentinel.measure(protocol.seconds_per_sample)
+            if sample.ok:
+                watched.samples.append(sample.ms)
+            else:
+                watched.reason = sample.reason
         result.rounds += 1
         since_restart += 1
         elapsed = time.perf_counter() - start
@@ -121,6 +133,8 @@ def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Pro
         if elapsed > protocol.time_budget and since_restart >= protocol.min_rounds:
             break
     result.seconds = time.perf_counter() - start
+    if result.sentinel is not None:
+        result.sentinel.runtime = stats.estimate(result.sentinel.samples)
     if result.baseline and _drifted(result):
         result.drift = "yes"
     _estimate(result, protocol, runtimes=True)
@@ -134,7 +148,8 @@ def _drifted(result: Measurement) -> bool:
 
 def _keep_last_third(result: Measurement) -> None:
     """Drop the rounds before the change: they measured another machine state."""
-    for outcome in result.timed():
+    watched = [result.sentinel] if result.sentinel and result.sentinel.samples else []
+    for outcome in result.timed() + watched:
         outcome.samples = outcome.samples[-(len(outcome.samples) // 3):]
 
 

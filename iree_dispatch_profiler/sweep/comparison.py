@@ -22,9 +22,10 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import Timer, Timers
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
-from iree_dispatch_profiler.sweep.performance_report import sessions
-from iree_dispatch_profiler.measure.calibration import (band, comparable, shifts, span,
-                                                        within_session)
+from iree_dispatch_profiler.sweep.performance_report import (MACHINE_STATE,
+                                                             MACHINE_STATE_DURING, sessions)
+from iree_dispatch_profiler.measure.calibration import (MachineState, band, comparable,
+                                                        disturbed, shifts, span, within_session)
 from iree_dispatch_profiler.measure.protocol import Candidate, Measurement, Protocol, measure
 from iree_dispatch_profiler.measure.verification import ReferenceCache, agreement
 
@@ -250,7 +251,7 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
             raise UserError(f"cannot read profiler CSV {path}: {error}") from None
         if not {"Dispatch", "Runtime(ms)"} <= set(frame.columns):
             raise UserError(f"{path} is not a profiler CSV (no Dispatch and Runtime(ms) columns)")
-        for column in ("ci_low", "ci_high", "flops", "bytes"):
+        for column in ("ci_low", "ci_high", "flops", "bytes", MACHINE_STATE, MACHINE_STATE_DURING):
             if column not in frame.columns:
                 frame[column] = np.nan  # an older CSV: no interval, nothing is claimed
         for column in ("Runtime(ms)", "ci_low", "ci_high"):
@@ -262,7 +263,10 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
                                 f"'{row[column]}', not a number")
             frame[column] = numbers
         states.append(sessions(frame))
-        frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high", "flops", "bytes"]]
+        frame["disturbed"] = [bool(disturbed(MachineState.from_json(a), MachineState.from_json(b)))
+                              for a, b in zip(frame[MACHINE_STATE], frame[MACHINE_STATE_DURING])]
+        frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high", "flops", "bytes",
+                             "disturbed"]]
                       .dropna(subset=["Runtime(ms)"]).drop_duplicates("Dispatch", keep="last"))
     both = frames[0].merge(frames[1], on="Dispatch", suffixes=("_old", "_new"))
     if both.empty:
@@ -275,7 +279,7 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
         within = stats.Estimate(old_ms / new_ms, row["ci_low_old"] / row["ci_high_new"],
                                 row["ci_high_old"] / row["ci_low_new"], np.nan, 1)
         factor = None
-        if normalize and machine["shifts"]:
+        if normalize and machine["shifts"] and machine["band"][1] < math.inf:
             factor = _machine_factor(machine, row["flops_old"], row["bytes_old"])
             within = stats.Estimate(within.median / factor.median, within.low / factor.high,
                                     within.high / factor.low, np.nan, 1)
@@ -283,8 +287,11 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
         ratio = stats.across_sessions(within, math.sqrt(2) * stats.SESSION_SD)
         significant = stats.significant(within, min_effect)
         beyond_machine = factor is not None or ratio.low > high or ratio.high < low
-        claimed = stats.significant(ratio, min_effect) and beyond_machine
-        flag = ("" if not significant else machine["within"] if not claimed
+        # a dispatch timed while the machine changed (its rounds' sentinel) is never claimed
+        moved = row["disturbed_old"] or row["disturbed_new"]
+        claimed = stats.significant(ratio, min_effect) and beyond_machine and not moved
+        flag = ("" if not significant else "machine shift" if moved
+                else machine["within"] if not claimed
                 else "improved" if ratio.median > 1 else "REGRESSION")
         if factor is not None and significant:
             flag += " (normalized)"  # a claim that rests on the machine's shift as a model
@@ -295,29 +302,41 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
                             "significant": flag.split(" (")[0] in ("improved", "REGRESSION"),
                             "flag": flag,
                             "machine_factor": factor.median if factor is not None else np.nan})
+    moved = int(both["disturbed_old"].sum() + both["disturbed_new"].sum())
+    if moved:
+        machine["lines"].append(f"machine state: {moved} dispatch timing(s) of the two runs were "
+                                "taken while the machine changed (the sentinel in their rounds "
+                                "ran otherwise than at their session's start): not claimed")
     return comparisons, machine
 
 
 def machine_shift(old: list, new: list, old_name: str, new_name: str,
                   min_effect: float) -> dict:
-    """The two runs' calibrations (every session of each, start and end) compared: the line
-    that says it, each kernel's shift, and the band of speedups the machine alone explains."""
+    """The two runs' calibrations (every session of each, start and end) compared: the lines
+    that say it, each kernel's shift, and the band of speedups the machine alone explains
+    (unbounded when a session's own start and end disagree: its timings mix two states)."""
     spans = [span([s for pair in states for s in pair]) for states in (old, new)]
     lines, why = [], comparable(*spans)
+    changed = []
     for name, states in ((old_name, old), (new_name, new)):
         for start, end in states:
             if end is not None and not comparable(start, end) and any(
                     s.significant for s in shifts(start, end, min_effect)):
+                changed.append(name)
                 lines.append(f"machine state: in {name}, {within_session(start, end)}")
     if why:
         missing = old_name if not old else new_name if not new else f"{old_name} or {new_name}"
         lines.insert(0, f"machine state: not compared ({why} in {missing}): a shift of the "
                         "machine cannot be told from a change")
         return {"lines": lines, "shifts": [], "band": (1.0, 1.0), "within": "session noise",
-                "old": None, "new": None}
+                "old": None, "new": None, "flagged": False}
     found = shifts(spans[0], spans[1], min_effect)
     moved = [s for s in found if s.significant]
-    if moved:
+    if changed:
+        lines.insert(0, f"machine state: the machine changed during a session of "
+                        f"{' and '.join(dict.fromkeys(changed))}: no difference is attributed "
+                        "to the change (measure again on a steady machine)")
+    elif moved:
         lines.insert(0, "machine state: the machine ran " + "; ".join(s.said for s in moved)
                      + f" in {new_name}: differences below that are not attributed to the change")
     else:
@@ -327,7 +346,9 @@ def machine_shift(old: list, new: list, old_name: str, new_name: str,
     return {"lines": lines, "shifts": [{"kernel": s.kernel, "ratio": s.ratio.median,
                                        "ci_low": s.ratio.low, "ci_high": s.ratio.high,
                                        "significant": s.significant} for s in found],
-            "band": band(found), "within": "machine shift" if moved else "session noise",
+            "band": (0.0, math.inf) if changed else band(found),
+            "within": "machine shift" if moved or changed else "session noise",
+            "flagged": bool(moved or changed),
             "old": spans[0].summary(), "new": spans[1].summary(),
             "ridge": (spans[0].readings["compute"].rate / spans[0].readings["memory"].rate
                       if {"compute", "memory"} <= set(spans[0].readings) else np.nan)}

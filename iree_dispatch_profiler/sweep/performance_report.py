@@ -21,8 +21,10 @@ PROVIDER_IREE = "IREE Codegen"
 PROVIDER_NUMPY = "numpy"
 SEPARATOR = "-" * 64
 # The session's calibration (measure/calibration.py) as JSON, at its start and at its end: the
-# end is filled in when the session ends (an interrupted one has none).
+# end is filled in when the session ends (an interrupted one has none); and the sentinel's
+# reading during the operation's own rounds.
 MACHINE_STATE, MACHINE_STATE_END = "machine state", "machine state at end"
+MACHINE_STATE_DURING = "machine state during rounds"
 
 COLUMNS = [
     "Dispatch", "Provider", "Operation", "Configuration", "op_kind", "m", "n", "k", "batch_count",
@@ -33,7 +35,7 @@ COLUMNS = [
     "timing source", "max_abs_error", "Reason", "compile log", "compile time(s)", "compiled on", "compile cache",
     "vmfb bytes", "target", "vector bytes", "cpu features", "runtime device", "cpu model",
     "threads", "timed on", "compile flags", "IREE version", "timestamp",
-    MACHINE_STATE, MACHINE_STATE_END,
+    MACHINE_STATE, MACHINE_STATE_DURING, MACHINE_STATE_END,
 ]
 
 

@@ -14,9 +14,11 @@ from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.sweep.baselines import NumpyKernel
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
+from iree_dispatch_profiler.measure import calibration
+from iree_dispatch_profiler.measure.calibration import MachineState
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
-from iree_dispatch_profiler.sweep.performance_report import (PROVIDER_IREE, PROVIDER_NUMPY,
-                                                             PerformanceResult)
+from iree_dispatch_profiler.sweep.performance_report import (MACHINE_STATE_DURING, PROVIDER_IREE,
+                                                             PROVIDER_NUMPY, PerformanceResult)
 from iree_dispatch_profiler.measure.verification import ReferenceCache
 
 
@@ -43,6 +45,9 @@ class Profiler:
             "cpu features": " ".join(cpu.enabled_features) if cpu else "N/A",
         }
         self.target_summary = target_summary(target)
+        # set by the caller: the calibration's sentinel, and the state it is compared with
+        self.sentinel: Candidate | None = None
+        self.machine_start: MachineState | None = None
 
     def result_for(self, operation, configuration: str, provider: str = PROVIDER_IREE) -> PerformanceResult:
         return PerformanceResult(
@@ -70,12 +75,17 @@ class Profiler:
             candidates.append((result.configuration, kernel))
         if self.profiling_enabled and candidates:
             measured = measure([Candidate(name, timer.sample) for name, timer in candidates],
-                               "default", self.protocol, on_round)
+                               "default", self.protocol, on_round, self.sentinel)
             sources = dict(candidates)
+            meanwhile = calibration.during(measured.sentinel)
+            disturbed = calibration.disturbed(self.machine_start, meanwhile)
             for result in results:
                 if result.configuration in measured.outcomes:
+                    note = "; ".join(n for n in (measured.budget_note, disturbed) if n)
                     result.set_timing(measured.outcomes[result.configuration], measured.drift,
-                                      measured.budget_note, sources[result.configuration].source)
+                                      note, sources[result.configuration].source)
+                    if meanwhile is not None:
+                        result.environment[MACHINE_STATE_DURING] = meanwhile.to_json()
         return results
 
     def close(self) -> None:
