@@ -4,8 +4,9 @@ change of what is measured, and the roofline's ceilings are this session's.
 
 The workload stresses what dispatches depend on, timed the way dispatches are (the session's
 timing source, where they run):
-- compute: an in-cache f32 `linalg.mmt4d` (256^3, 16x16x1 inner tiles), near the CPU's peak; on
-  a 2-vCPU VM it moved with the data-tiled configurations when the machine changed under them;
+- compute: an in-cache f32 `linalg.mmt4d` (256^3, 16x16x1 inner tiles), near the CPU's peak
+  (27% slower at the end of a session here whose data-tiled configurations ran 2x slower);
+  also the sentinel timed in every round of an operation, for changes that come and go;
 - memory: an f32 row sum over 96 MiB, beyond the caches: read bandwidth;
 - blas: numpy's 1024^3 f32 GEMM (when timing on this machine), named by its BLAS kernel.
 

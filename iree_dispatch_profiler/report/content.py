@@ -47,7 +47,7 @@ def header_from(facts: dict) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------------------------
-def machine_facts(states: list[tuple[MachineState, MachineState | None]]) -> dict:
+def machine_state_facts(states: list[tuple[MachineState, MachineState | None]]) -> dict:
     """The header's lines on the machine's state: the last session's calibrations and whether
     its start and end agree."""
     if not states:
@@ -72,7 +72,7 @@ def sweep(data: pd.DataFrame, states: list[tuple[MachineState, MachineState | No
     facts = {k: first.get(k) for k in HEADER_COLUMNS}
     facts["date"] = first.get("timestamp")
     facts["dispatches"] = f"{len(data)} rows, {data['Operation'].nunique()} operations"
-    facts.update(machine_facts(states))
+    facts.update(machine_state_facts(states))
     facts["command"] = command
     page = Page("Dispatch profile", header_from(facts))
     last = states[-1] if states else (None, None)
