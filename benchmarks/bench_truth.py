@@ -31,7 +31,8 @@ from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.sweep import comparison
 from iree_dispatch_profiler.measure.calibration import MachineState
 from iree_dispatch_profiler.sweep.performance_report import (MACHINE_STATE, MACHINE_STATE_DURING,
-                                                             PROVIDER_IREE, sessions)
+                                                             MACHINE_STATE_END, PROVIDER_IREE,
+                                                             sessions)
 from iree_dispatch_profiler.iree.process import run
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES, Timers
@@ -210,8 +211,9 @@ def part_e(work: Path, runs: int) -> None:
               f"{calibration.within_session(start, end) if end else 'no end'}")
     # the sessions whose operations' sentinel saw the machine change during their rounds
     moved = {i for i, f in enumerate(frames) if MACHINE_STATE_DURING in f.columns and any(
-        calibration.disturbed(MachineState.from_json(a), MachineState.from_json(b))
-        for a, b in zip(f[MACHINE_STATE], f[MACHINE_STATE_DURING]))}
+        calibration.disturbed(*(MachineState.from_json(x) for x in row))
+        for row in f[[MACHINE_STATE, MACHINE_STATE_DURING, MACHINE_STATE_END]].itertuples(
+            index=False))}
     print(f"    sessions whose sentinel saw the machine change during an operation's rounds: "
           f"{', '.join(map(str, sorted(moved))) or 'none'}")
     # a pair agrees when neither session changed during itself and their states do not differ

@@ -137,19 +137,33 @@ def test_normalizing_divides_by_the_shift_of_the_kernel_kind_and_says_so(tmp_pat
     assert found["m"]["flag"] == "REGRESSION (normalized)"
 
 
-def test_a_dispatch_timed_while_the_machine_changed_is_never_claimed(tmp_path):
+def test_dispatches_are_judged_by_the_sentinel_in_their_own_rounds(tmp_path):
     start = state()
-    assert calibration.disturbed(start, MachineState("t", {"compute": Reading(190, 188, 192)})) == ""
+    steady = MachineState("t", {"compute": Reading(190, 188, 192)})
     slow = MachineState("t", {"compute": Reading(95, 94, 96)})
+    assert calibration.disturbed(start, steady) == ""
     assert "compute-bound kernels 50% slower" in calibration.disturbed(start, slow)
+    # a start that was itself off: rounds like the end are not disturbed
+    assert calibration.disturbed(slow, steady, end=start) == ""
     old = sweep_csv(tmp_path / "old.csv", {"a": (1.0, 0.01), "b": (1.0, 0.01)}, start)
     new = sweep_csv(tmp_path / "new.csv", {"a": (2.0, 0.01), "b": (2.0, 0.01)}, start)
-    frame = pd.read_csv(new)
-    frame[MACHINE_STATE_DURING] = ["", slow.to_json()]  # b's rounds saw the machine at half speed
-    frame.to_csv(new, index=False)
+    for path, during in ((old, [steady, steady]), (new, [steady, slow])):
+        frame = pd.read_csv(path)
+        frame[MACHINE_STATE_DURING] = [d.to_json() for d in during]
+        frame.to_csv(path, index=False)
     found, machine = comparison.csv_comparisons(old, new, 0.03)
+    # b's new rounds saw the machine at half speed: its 2x is not claimed; a's is
     assert {c["dispatch"]: c["flag"] for c in found} == {"a": "REGRESSION", "b": "machine shift"}
-    assert "1 dispatch timing(s)" in machine["lines"][-1]
+    assert "2 of 2 dispatches judged by the sentinel" in machine["lines"][-1]
+    assert "1 ran on a machine that differed" in machine["lines"][-1]
+    # a session whose start was off, with steady rounds in both runs: still claimed
+    odd = sweep_csv(tmp_path / "odd.csv", {"a": (2.0, 0.01)}, start,
+                    new_end=state(compute=120.0))
+    frame = pd.read_csv(odd)
+    frame[MACHINE_STATE_DURING] = [steady.to_json()]
+    frame.to_csv(odd, index=False)
+    found, machine = comparison.csv_comparisons(old, odd, 0.03)
+    assert found[0]["flag"] == "REGRESSION" and "changed during a session" in machine["lines"][0]
 
 
 def test_runs_without_a_calibration_are_compared_and_say_what_they_cannot_tell(tmp_path):

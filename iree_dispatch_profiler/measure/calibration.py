@@ -366,10 +366,14 @@ def during(outcome) -> MachineState | None:
 
 
 def disturbed(start: MachineState | None, meanwhile: MachineState | None,
-              min_effect: float = stats.MIN_EFFECT) -> str:
-    """'' when the machine ran the sentinel during the rounds as at the session's start, else
-    how it differed (the rounds' timings are then of another machine state)."""
+              end: MachineState | None = None, min_effect: float = stats.MIN_EFFECT) -> str:
+    """'' when the machine ran the sentinel during the rounds as at the session's start (or,
+    when known, as at its end: a start that was itself off does not count), else how it
+    differed from the start."""
     if start is None or meanwhile is None or comparable(start, meanwhile):
+        return ""
+    if end is not None and not comparable(end, meanwhile) and not any(
+            s.significant for s in shifts(end, meanwhile, min_effect)):
         return ""
     moved = [s for s in shifts(start, meanwhile, min_effect) if s.significant]
     return ("the machine changed during these rounds: it ran " + "; ".join(s.said for s in moved)

@@ -24,8 +24,8 @@ from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
 from iree_dispatch_profiler.sweep.performance_report import (MACHINE_STATE,
                                                              MACHINE_STATE_DURING, sessions)
-from iree_dispatch_profiler.measure.calibration import (MachineState, band, comparable,
-                                                        disturbed, shifts, span, within_session)
+from iree_dispatch_profiler.measure.calibration import (MachineState, band, comparable, shifts,
+                                                        span, within_session)
 from iree_dispatch_profiler.measure.protocol import Candidate, Measurement, Protocol, measure
 from iree_dispatch_profiler.measure.verification import ReferenceCache, agreement
 
@@ -263,18 +263,26 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
                                 f"'{row[column]}', not a number")
             frame[column] = numbers
         states.append(sessions(frame))
-        frame["disturbed"] = [bool(disturbed(MachineState.from_json(a), MachineState.from_json(b)))
-                              for a, b in zip(frame[MACHINE_STATE], frame[MACHINE_STATE_DURING])]
+        # the sentinel's reading in each dispatch's own rounds
+        frame["during"] = [MachineState.from_json(a) for a in frame[MACHINE_STATE_DURING]]
         frames.append(frame[["Dispatch", "Runtime(ms)", "ci_low", "ci_high", "flops", "bytes",
-                             "disturbed"]]
+                             "during"]]
                       .dropna(subset=["Runtime(ms)"]).drop_duplicates("Dispatch", keep="last"))
     both = frames[0].merge(frames[1], on="Dispatch", suffixes=("_old", "_new"))
     if both.empty:
         raise UserError("the two CSVs have no timed dispatch in common")
     machine = machine_shift(states[0], states[1], old.name, new.name, min_effect)
-    low, high = machine["band"]
-    comparisons = []
+    comparisons, moved_rows = [], 0
     for row in both.to_dict("records"):
+        # Judged by the machine in its own rounds when both runs had a sentinel there (the
+        # sessions' calibrations can be off while its rounds were not), else by the sessions'.
+        low, high = machine["band"]
+        moved = False
+        if not comparable(row["during_old"], row["during_new"]):
+            found = shifts(row["during_old"], row["during_new"], min_effect)
+            low, high = band(found)
+            moved = any(x.significant for x in found)
+            moved_rows += moved
         old_ms, new_ms = row["Runtime(ms)_old"], row["Runtime(ms)_new"]
         within = stats.Estimate(old_ms / new_ms, row["ci_low_old"] / row["ci_high_new"],
                                 row["ci_high_old"] / row["ci_low_new"], np.nan, 1)
@@ -287,8 +295,7 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
         ratio = stats.across_sessions(within, math.sqrt(2) * stats.SESSION_SD)
         significant = stats.significant(within, min_effect)
         beyond_machine = factor is not None or ratio.low > high or ratio.high < low
-        # a dispatch timed while the machine changed (its rounds' sentinel) is never claimed
-        moved = row["disturbed_old"] or row["disturbed_new"]
+        # rounds whose sentinels differ between the runs are never claimed
         claimed = stats.significant(ratio, min_effect) and beyond_machine and not moved
         flag = ("" if not significant else "machine shift" if moved
                 else machine["within"] if not claimed
@@ -302,11 +309,12 @@ def csv_comparisons(old: Path, new: Path, min_effect: float,
                             "significant": flag.split(" (")[0] in ("improved", "REGRESSION"),
                             "flag": flag,
                             "machine_factor": factor.median if factor is not None else np.nan})
-    moved = int(both["disturbed_old"].sum() + both["disturbed_new"].sum())
-    if moved:
-        machine["lines"].append(f"machine state: {moved} dispatch timing(s) of the two runs were "
-                                "taken while the machine changed (the sentinel in their rounds "
-                                "ran otherwise than at their session's start): not claimed")
+    judged = sum(not comparable(r["during_old"], r["during_new"]) for r in both.to_dict("records"))
+    if judged:
+        machine["lines"].append(
+            f"machine state: {judged} of {len(both)} dispatches judged by the sentinel in their "
+            f"own rounds; {moved_rows} ran on a machine that differed between the runs: "
+            "not claimed")
     return comparisons, machine
 
 
@@ -334,8 +342,8 @@ def machine_shift(old: list, new: list, old_name: str, new_name: str,
     moved = [s for s in found if s.significant]
     if changed:
         lines.insert(0, f"machine state: the machine changed during a session of "
-                        f"{' and '.join(dict.fromkeys(changed))}: no difference is attributed "
-                        "to the change (measure again on a steady machine)")
+                        f"{' and '.join(dict.fromkeys(changed))}: a difference is attributed to "
+                        "the change only where the sentinels in the dispatch's rounds agree")
     elif moved:
         lines.insert(0, "machine state: the machine ran " + "; ".join(s.said for s in moved)
                      + f" in {new_name}: differences below that are not attributed to the change")
