@@ -6,7 +6,7 @@ GEN ?= gen
 # seconds of interleaved timing rounds per operation: 12 operations keep `make run` near 4 minutes
 BUDGET ?= 10
 
-.PHONY: setup run test fast browser bench clean
+.PHONY: setup run test fast browser database bench clean
 
 setup: $(VENV)/.installed
 
@@ -26,7 +26,7 @@ run: setup
 # The lint and type gate (ruff, mypy), then the fast lane (no IREE tool runs: seconds), then the tests that drive the
 # real IREE tools. The HTML reports' tests open them in Debian's headless chromium: installed
 # here where missing (the tests skip, saying why, where it cannot be).
-test: setup browser
+test: setup browser database
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -m "not iree"
@@ -42,6 +42,12 @@ browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
 	  echo "chromium could not be installed: the browser tests will skip"
+
+# The results store's server test starts a real PostgreSQL: Debian's, installed where missing.
+database:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; } || \
+	  echo "postgresql could not be installed: the server test will skip"
 
 bench: setup
 	$(PY) benchmarks/bench_matmul.py

@@ -53,7 +53,7 @@ def main() -> int:
         module.write_text(module_text(m, n, k))
         trials = work / f"{name}.csv"
         script("autotune.py", "--input", module, "--output", trials, "--n-trial", args.n_trial,
-               "--confirm-seconds", "1")
+               "--confirm-seconds", "1", "--store=off")
         rows = pd.read_csv(trials)
         tiles = rows[(rows["status"] == "ok") & rows["candidate"].str.startswith("tile_config_")]
         best_tile = tiles.sort_values("speedup").iloc[-1]["candidate"] if len(tiles) else None

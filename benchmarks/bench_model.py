@@ -132,7 +132,7 @@ def main() -> int:
         command = [sys.executable, str(ROOT / "autotune.py"), "--input",
                    str(ROOT / "benchmarks" / "data" / f"{name}_torch.mlir"), "--model",
                    "--output", str(output), "--n-trial", str(args.n_trial),
-                   "--confirm-seconds", str(args.confirm_seconds)]
+                   "--confirm-seconds", str(args.confirm_seconds), "--store=off"]
         start = time.perf_counter()
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start

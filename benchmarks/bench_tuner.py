@@ -63,7 +63,7 @@ def record(shape: tuple[int, int, int], work: Path) -> None:
     print(f"recording {name} (every point of its space; resumes if interrupted)", flush=True)
     script("autotune.py", "--config", work / "record.cfg", "--input", module,
            "--output", work / f"{name}.csv", "--flags=", "--batch-size", "8", "--batch-seconds", "3",
-           "--confirm-seconds", "1")
+           "--confirm-seconds", "1", "--store=off")
     shutil.copyfile(work / f"{name}.csv", DATA / f"{name}.csv")
 
 

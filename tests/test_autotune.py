@@ -15,7 +15,7 @@ from helpers import DATA_DIR as DATA, ROOT, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 # Short sessions: these tests check what happens, not which config is fastest.
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick"]
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick", "--store=off"]
 
 
 def seed_config(folder, drop_iree_bin=True, replace=None):

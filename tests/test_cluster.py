@@ -215,7 +215,7 @@ def test_autotune_compiles_on_the_cluster_and_times_where_asked(scheduler, tmp_p
     address, client = scheduler
     worker = sorted(client.scheduler_info()["workers"])[-1]
     output = tmp_path / "tune.csv"
-    done = run_script("autotune.py", "--calibration=quick", "--input", ROOT / "tests/data/seed_matmul.mlir", "--output",
+    done = run_script("autotune.py", "--calibration=quick", "--store=off", "--input", ROOT / "tests/data/seed_matmul.mlir", "--output",
                       output, "--n-trial=2", "--batch-size=2", "--batch-seconds=1",
                       "--confirm-seconds=1", "--flags=", "--scheduler", address, "--no-cache",
                       *(["--profile-on", worker] if profile_on else []))

@@ -12,7 +12,7 @@ from helpers import DATA_DIR as DATA, FAST, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick"]
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick", "--store=off"]
 MLP = DATA / "mlp_torch.mlir"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 

@@ -17,7 +17,7 @@ from helpers import FAST, ROOT
 
 PACKAGE = "iree_dispatch_profiler"
 # Lowest first: a module may import its own layer and those before it.
-LAYERS = ("core", "ops", "iree", "measure", "sweep", "tuning", "report", "cli")
+LAYERS = ("core", "ops", "iree", "measure", "store", "sweep", "tuning", "report", "cli")
 # Shipped to Dask workers by value: the standard library, and what a worker has installed.
 JOB_MODULE = f"{PACKAGE}.iree.iree_jobs"
 JOB_IMPORTS_ALLOWED = set(sys.stdlib_module_names) | {"distributed", "iree"}

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 MLP = DATA / "mlp_torch.mlir"
 ENCODER = DATA.parent.parent / "benchmarks" / "data" / "encoder_block_torch.mlir"  # 4 heads, 128 x 64
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick"]
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick", "--store=off"]
 FIRST_MATMUL = ("tensor<64x256xf32>", "tensor<512x256xf32>", "tensor<64x512xf32>")
 
 

@@ -103,6 +103,7 @@ def parser() -> options.ArgumentParser:
     options.add_profile_on(p, scheduler_too=False)
     options.add_timeouts(p, 300.0, 120.0)
     options.add_timing_source(p)
+    options.add_store(p)
     options.add_html(p)
     options.add_iree_bin_dir(p)
     options.add_target(p, recorded=False)
@@ -153,7 +154,7 @@ def settings(args: argparse.Namespace) -> Settings:
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
                     top=args.top, spec=args.spec, base_flags=args.base_flags,
                     list_only=args.list, timing_source=args.timing_source,
-                    calibration=args.calibration,
+                    calibration=args.calibration, store=args.store,
                     command=options.command_line(), inputs=args.inputs)
 
 

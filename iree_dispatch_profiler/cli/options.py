@@ -85,6 +85,13 @@ def add_timing_source(parser: argparse.ArgumentParser) -> None:
                              "(default: full)")
 
 
+def add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", default=None, metavar="URL|off",
+                        help="the results store every verified result goes into (and the tuner "
+                             "reuses answers from): sqlite:///FILE or postgresql://USER@HOST/DB "
+                             "(a team's server); off: none (default: SQLite in the cache folder)")
+
+
 def add_timeouts(parser: argparse.ArgumentParser, compile_seconds: float, run_seconds: float) -> None:
     parser.add_argument("--compile-timeout", type=parse_seconds, default=compile_seconds,
                         metavar="SECONDS", help=f"limit for one iree-compile (default: {compile_seconds:g})")

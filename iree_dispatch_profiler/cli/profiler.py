@@ -23,6 +23,7 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.measure.blas import blas_summary
 from iree_dispatch_profiler.measure.calibration import Calibration
+from iree_dispatch_profiler.store import results as results_store
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Manifest, select
 from iree_dispatch_profiler.measure.protocol import Protocol
@@ -78,6 +79,7 @@ def parser() -> options.ArgumentParser:
                         "under this session's measured ceilings (llvm-cpu)")
     options.add_html(p)
     options.add_profile_on(p, scheduler_too=True)
+    options.add_store(p)
     return p
 
 
@@ -128,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(calibration.block("start", start), flush=True)
     profiler.environment[MACHINE_STATE] = start.to_json()
     profiler.machine_start, profiler.sentinel = start, calibrate.sentinel()
+    profiler.store = results_store.open_optional(args.store, print)
     if args.plot is not None:
         try:
             args.plot.mkdir(parents=True, exist_ok=True)

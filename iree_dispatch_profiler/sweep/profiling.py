@@ -11,9 +11,11 @@ from iree_dispatch_profiler.iree.launchers import run_module
 from iree_dispatch_profiler.iree.target import machine_facts, target_summary
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
+from iree_dispatch_profiler.store import results as results_store
 from iree_dispatch_profiler.sweep.baselines import NumpyKernel
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
+from iree_dispatch_profiler.iree import tunable
 from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.measure.calibration import MachineState
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
@@ -48,6 +50,9 @@ class Profiler:
         # set by the caller: the calibration's sentinel, and the state it is compared with
         self.sentinel: Candidate | None = None
         self.machine_start: MachineState | None = None
+        self.store: results_store.Store | None = None  # where verified, timed rows are kept
+        self.target = target
+        self.session = results_store.now()
 
     def result_for(self, operation, configuration: str, provider: str = PROVIDER_IREE) -> PerformanceResult:
         return PerformanceResult(
@@ -86,10 +91,48 @@ class Profiler:
                                       note, sources[result.configuration].source)
                     if meanwhile is not None:
                         result.environment[MACHINE_STATE_DURING] = meanwhile.to_json()
+            self.keep(dispatches, results)
         return results
 
     def close(self) -> None:
         self.timers.close()
+
+    def keep(self, dispatches: list[Dispatch], rows: list[PerformanceResult]) -> None:
+        """The operation's verified, timed IREE rows into the results store, under the op's
+        signature as the tuner sees it (read from its MLIR), so that a tuning of the same op
+        finds them; a failing store is said once and left."""
+        timed = [r for r in rows if r.provider == PROVIDER_IREE and r.verification == "SUCCESS"
+                 and r.runtime.has_interval and r.config_applied != "no"]
+        default = next((r.runtime.median for r in timed if r.configuration == "default"), None)
+        if self.store is None or not timed or not dispatches or self.target.cpu_target is None:
+            return
+        try:
+            found = tunable.find(self.manifest.paths(dispatches[0]).mlir)
+        except Exception:  # an op the tuner cannot read is not kept
+            return
+        if len(found) != 1:
+            return
+        fields = {**results_store.op_fields(found[0]),
+                  **results_store.target_fields(self.target.cpu_target),
+                  "iree_version": self.manifest.iree_version, "source": "sweep",
+                  "session": f"{self.manifest.root} {self.session}",
+                  "machine": self.environment.get("timed on", ""),
+                  "recorded_at": results_store.now()}
+        records = [{**fields, "candidate": r.configuration,
+                    "flags": r.environment.get("compile flags", ""),
+                    "median_ms": r.runtime.median, "ci_low_ms": r.runtime.low,
+                    "ci_high_ms": r.runtime.high, "default_ms": default,
+                    # the default is the reference: 1 by definition
+                    "speedup": r.speedup.median if r.speedup else 1.0,
+                    "speedup_ci_low": r.speedup.low if r.speedup else None,
+                    "speedup_ci_high": r.speedup.high if r.speedup else None,
+                    "timing_source": r.timing_source} for r in timed]
+        try:
+            self.store.record(records)
+        except Exception as error:
+            print(f"warning: results store {self.store.url}: {type(error).__name__}; "
+                  "no longer recording")
+            self.store = None
 
     def prepare_numpy(self, operation, cache: ReferenceCache) -> tuple[PerformanceResult, NumpyKernel]:
         """numpy/OpenBLAS on the same inputs: its own row, verified like a dispatch."""

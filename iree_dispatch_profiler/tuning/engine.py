@@ -39,7 +39,9 @@ from iree_dispatch_profiler.tuning.paths import TuningPaths
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, NOT_APPLIED, OK, RUN_FAILED,
                                                    TIMING_FAILED, WRONG, Log, TrialWriter,
                                                    trial_row)
-from iree_dispatch_profiler.tuning.space import Point, Space, configuration, spec_matchers
+from iree_dispatch_profiler.store import results
+from iree_dispatch_profiler.tuning.space import (TILE_KNOBS, Point, Space, configuration,
+                                                 spec_matchers)
 
 DEFAULT = "default"
 
@@ -74,6 +76,7 @@ class Settings:
     list_only: bool = False
     timing_source: str = DEFAULT_SOURCE
     calibration: str = "full"  # measure.calibration's level, or off
+    store: str | None = None  # the results store's URL (None: the default SQLite), or off
     command: str = ""  # the command line, for the reports
     inputs: list[Path] | None = None  # --inputs: one .npy per argument of the tuned function
 
@@ -111,6 +114,7 @@ class Tuner:
     """Compiles, verifies and times candidates of the user's module against IREE's default."""
 
     reference = "IREE's default"  # what `default` is, in what the tuner reports
+    source = "tuner"  # what its results are in the store: a standalone op's
 
     def __init__(self, s: Settings, toolchain: Toolchain, log: Log):
         self.s, self.log = s, log
@@ -134,6 +138,61 @@ class Tuner:
         self.calibration = Calibration(self.tools, self.target, self.device, self.timers,
                                        not machine.remote, s.calibration)
         self.machine_start: MachineState | None = None
+        self.store = results.open_optional(s.store, log)
+        self.session = f"{s.output.resolve()} {results.now()}"  # this run's session, in the store
+        self.reused_seconds = 0.0
+
+    def keep(self, op, rows: list[dict]) -> None:
+        """Verified, timed trials into the results store as they finish (a failing store is
+        said once and left)."""
+        if self.store is None:
+            return
+        cpu = self.target.resolved_cpu()
+        flags = " ".join(getattr(self, "base_flags", []))
+        records = [{**row, **results.op_fields(op), **results.target_fields(cpu),
+                    "iree_version": self.tools.version(), "session": self.session,
+                    "flags": " ".join(f for f in (flags, str(row.get("flags", ""))) if f),
+                    "configuration": json.dumps({k: row[k] for k in TILE_KNOBS if k in row},
+                                                default=int),
+                    "machine": self.timed_on, "source": self.source,
+                    "recorded_at": results.now()}
+                   for row in rows if row.get("status") == OK]
+        try:
+            self.store.record(records)
+        except Exception as error:  # the store went away: the run goes on without it
+            self.log(f"warning: results store {self.store.url}: {type(error).__name__}: "
+                     f"{str(error).splitlines()[0] if str(error) else ''}; no longer recording")
+            self.store = None
+
+    def store_summary(self, reused: int, ops: int) -> str:
+        """Which answers came from the store, and what that saved."""
+        if self.store is None:
+            return "Results store: none"
+        saved = (f"; {reused} of {ops} answered from it, re-confirmed in "
+                 f"{self.reused_seconds:.1f} s instead of searched" if reused else
+                 f"; no answer reused ({ops} searched)")
+        return f"Results store: {self.store.url} ({self.store.count()} results){saved}"
+
+    def stored(self, op, space: Space) -> list[dict]:
+        """The store's best verified candidates for this op, target and IREE version that this
+        run's space holds, as trial rows (status ok): what a search would have found."""
+        if self.store is None:
+            return []
+        try:
+            found = self.store.best(results.op_fields(op)["signature"],
+                                    results.target_fields(self.target.resolved_cpu())["target"],
+                                    self.tools.version())
+        except Exception as error:
+            self.log(f"warning: results store {self.store.url}: {type(error).__name__}; "
+                     "searching")
+            return []
+        names = {p.name for p in space.points}
+        return [{**trial_row(op, next(p for p in space.points if p.name == r["candidate"]), i,
+                             "store"), "status": OK, "verified": "yes",
+                 **{k: r[k] for k in ("median_ms", "ci_low_ms", "ci_high_ms", "speedup",
+                                      "speedup_ci_low", "speedup_ci_high", "default_ms")},
+                 "reason": f"from the results store: {r['recorded_at']} on {r['machine']}"}
+                for i, r in enumerate(x for x in found if x["candidate"] in names)]
 
     def calibrate_start(self) -> None:
         """This session's first calibration, said against the last session of the run it
@@ -301,6 +360,27 @@ class OpResult:
     confirmed: dict = field(default_factory=dict)  # name -> Outcome of the final session
     best_tile: Point | None = None
     winner: str = DEFAULT  # what to use: a candidate name or DEFAULT
+    reused: bool = False  # the answer came from the results store, re-confirmed
+
+
+def reuse(tuner: Tuner, op, space: Space) -> OpResult | None:
+    """The store's answer for `op`, re-confirmed against IREE's default in one short session;
+    None when there is none or it no longer wins (then the op is searched)."""
+    stored = tuner.stored(op, space)
+    if not stored:
+        return None
+    start = time.perf_counter()
+    result = OpResult(op, space, stored, reused=True)
+    confirm(tuner, result)
+    seconds = time.perf_counter() - start
+    if result.winner == DEFAULT:
+        tuner.log(f"op {op.index}: the results store's {len(stored)} candidates no longer beat "
+                  f"{tuner.reference} here ({seconds:.1f} s): searching")
+        return None
+    tuner.reused_seconds += seconds
+    tuner.log(f"op {op.index}: answer from the results store ({stored[0]['reason'][24:]}), "
+              f"re-confirmed in {seconds:.1f} s; the search ({tuner.s.n_trial} trials) skipped")
+    return result
 
 
 def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialWriter,
@@ -336,7 +416,9 @@ def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialW
         points += [tiles[i] for i in strategy.ask(size - len(points))]
         if not points:
             break
-        for point, outcome_row in zip(points, run_batch(tuner, op, points, len(rows))):
+        batch = run_batch(tuner, op, points, len(rows))
+        tuner.keep(op, batch)
+        for point, outcome_row in zip(points, batch):
             rows.append(outcome_row)
             writer.write(outcome_row)
             ok = outcome_row["status"] == OK

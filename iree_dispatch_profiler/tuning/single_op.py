@@ -16,7 +16,7 @@ from iree_dispatch_profiler.iree.config_check import configuration_applied
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.tuning.plots import progress_plot
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, Tuner,
-                                                  confirm, report, search)
+                                                  confirm, report, reuse, search)
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, best_so_far, load_trials
 from iree_dispatch_profiler.tuning import kinds as tuned_kinds
 from iree_dispatch_profiler.tuning import space as tuning_space
@@ -86,11 +86,16 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
     deadline = time.perf_counter() + (s.time_budget or math.inf)
     results = []
     for op, space in zip(chosen, spaces):
+        reused = reuse(tuner, op, space) if earlier.empty else None  # a resumed run searches on
+        if reused is not None:
+            results.append(reused)
+            continue
         rows = search(tuner, op, space, earlier, writer, deadline)
         results.append(OpResult(op, space, rows))
     answers = []
     for result in results:
-        confirm(tuner, result)
+        if not result.reused:
+            confirm(tuner, result)
         op = result.op
         answers.append({"op": op.index, "name": op.name, "shape": op.shape, "types": op.types,
                         "lines": report(tuner, result)})
@@ -102,6 +107,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
     progress = s.paths.progress_plot
     plot_progress(results, progress)
     log(f"Trials: {s.output}; progress plot: {progress}")
+    log(tuner.store_summary(sum(r.reused for r in results), len(results)))
     log.timings()
     log(tuner.builder.summary())
     return 0

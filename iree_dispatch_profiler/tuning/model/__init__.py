@@ -25,7 +25,7 @@ from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, confirm,
-                                                  report)
+                                                  report, reuse)
 from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, verdict
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget, lower
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
@@ -94,15 +94,22 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
     s, log = tuner.s, tuner.log
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
     deadline = time.perf_counter() + (s.time_budget or math.inf)
-    tasks = []
+    tasks, results = [], []
     for target in chosen:
         space = tuning_space.build(target.op, cpu, s.lists, {})
         log(f"target {target.op.index}: {target.op.name} {target.op.shape} ({target.op.types}) in "
             f"{', '.join(target.dispatches)}: {float(target.ms):.4f} ms, {len(space.tiles)} tile configs")
-        if space.tiles:
+        if not space.tiles:
+            continue
+        tuner.focus = target.dispatches
+        reused = reuse(tuner, target.op, space) if earlier.empty else None  # a resume searches on
+        if reused is not None:
+            report(tuner, reused)
+            results.append(reused)
+        else:
             tasks.append(budget.Task(target, space))
     budget.schedule(tuner, tasks, earlier, writer, deadline)
-    results = []
+    log(tuner.store_summary(len(results), len(results) + len(tasks)))
     for task in tasks:
         tuner.focus = task.target.dispatches
         result = OpResult(task.target.op, task.space, task.rows)

@@ -35,6 +35,7 @@ class ModelTuner(Tuner):
     of the current target's dispatches inside the model."""
 
     focus: tuple[str, ...] = ()  # the dispatches of the target being tuned
+    source = "model"  # its results in the store: an op's time inside its model
     data_tiling: Build | None = None  # the model with IREE's data tiling, compiled once
     # The model as IREE compiles it by default. `default`, what candidates are measured
     # against, is the model with the chosen flags alone (it, when none won): the spec is tuned
