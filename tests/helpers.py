@@ -24,9 +24,10 @@ NEON = CpuTarget("neoverse-n1", "+neon,+fullfp16,+dotprod", "aarch64-unknown-lin
                  "aarch64", 16, 1 << 20)
 
 
-# Profiler settings for tests: three short rounds (enough for an interval), whatever the precision.
+# Profiler settings for tests: three short rounds (enough for an interval), whatever the precision;
+# no calibration (tests/test_calibration.py measures it).
 FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget=1",
-        "--calibration=quick"]
+        "--calibration=off"]
 
 
 def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:

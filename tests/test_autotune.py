@@ -15,7 +15,7 @@ from helpers import DATA_DIR as DATA, ROOT, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 # Short sessions: these tests check what happens, not which config is fastest.
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick", "--store=off"]
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 
 
 def seed_config(folder, drop_iree_bin=True, replace=None):
@@ -130,7 +130,7 @@ def test_a_killed_run_resumes_without_measuring_finished_trials(tmp_path):
     output = tmp_path / "resume.csv"
     args = [sys.executable, str(ROOT / "autotune.py"), "--input", str(DATA / "seed_matmul.mlir"),
             "--output", str(output), "--n-trial", "6", "--batch-size", "2", "--tuner", "random",
-            *QUICK]
+            *QUICK, "--calibration=quick"]  # the machine's state is recorded per session
     process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     deadline = time.time() + 300

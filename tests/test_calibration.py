@@ -260,7 +260,7 @@ def test_every_profiler_row_carries_its_sessions_state_and_compare_reads_it(tmp_
     assert run_script("compile.py", "--generated-dir", gen).returncode == 0
     for run in ("r1", "r2"):
         result = run_script("profiler.py", "--generated-dir", gen, "--output", tmp_path / f"{run}.csv",
-                            *FAST)
+                            *FAST, "--calibration=quick")
         assert result.returncode == 0, result.stderr
         assert "Machine state : start" in result.stdout and "Machine state : end" in result.stdout
         data = pd.read_csv(tmp_path / f"{run}.csv")

@@ -215,7 +215,7 @@ def test_autotune_compiles_on_the_cluster_and_times_where_asked(scheduler, tmp_p
     address, client = scheduler
     worker = sorted(client.scheduler_info()["workers"])[-1]
     output = tmp_path / "tune.csv"
-    done = run_script("autotune.py", "--calibration=quick", "--store=off", "--input", ROOT / "tests/data/seed_matmul.mlir", "--output",
+    done = run_script("autotune.py", "--calibration=off", "--store=off", "--input", ROOT / "tests/data/seed_matmul.mlir", "--output",
                       output, "--n-trial=2", "--batch-size=2", "--batch-seconds=1",
                       "--confirm-seconds=1", "--flags=", "--scheduler", address, "--no-cache",
                       *(["--profile-on", worker] if profile_on else []))
@@ -249,9 +249,9 @@ def test_profile_on_a_worker_verifies_and_times_there(scheduler, tools, tmp_path
     assert (data["Runtime(ms)"] > 0).all() and data["timed on"].str.startswith(worker + " (").all()
     assert (data[data["Configuration"] != "default"]["Config applied"] == "yes").all()
 
-    alone = run_script("profiler.py", "--calibration=quick", "--generated-dir", gen, "--profile-on", worker)
+    alone = run_script("profiler.py", "--calibration=off", "--generated-dir", gen, "--profile-on", worker)
     assert alone.returncode == 2 and "--profile-on needs --scheduler" in alone.stderr
-    numpy = run_script("profiler.py", "--calibration=quick", "--generated-dir", gen, "--providers=iree,numpy",
+    numpy = run_script("profiler.py", "--calibration=off", "--generated-dir", gen, "--providers=iree,numpy",
                        "--scheduler", address, "--profile-on", worker)
     assert numpy.returncode == 2 and "numpy runs here" in numpy.stderr
 

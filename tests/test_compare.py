@@ -39,7 +39,7 @@ def comparison(tmp_path_factory):
     folder = tmp_path_factory.mktemp("compare")
     (folder / "mm.mlir").write_text(MATMUL)
     (folder / "scalar.mlir").write_text(SCALAR)
-    result = run_script("compare.py", "--calibration=quick", "--input", folder / "mm.mlir", "--variant", "base=",
+    result = run_script("compare.py", "--calibration=off", "--input", folder / "mm.mlir", "--variant", "base=",
                         "--variant", "same=", "--variant", f"dt={DATA_TILING}",
                         "--variant", f"bf16={BF16}", "--variant", f"scalar={folder / 'scalar.mlir'}",
                         "--random-inputs", "7",
@@ -90,7 +90,7 @@ def test_results_files_and_saved_random_inputs(comparison):
 def test_a_variant_that_does_not_compile_is_reported_and_the_others_compared(tmp_path):
     (tmp_path / "mm.mlir").write_text(MATMUL)
     np.save(tmp_path / "a.npy", np.ones((512, 512), np.float32))
-    result = run_script("compare.py", "--calibration=quick", "--input", tmp_path / "mm.mlir", "--variant", "base=",
+    result = run_script("compare.py", "--calibration=off", "--input", tmp_path / "mm.mlir", "--variant", "base=",
                         "--variant", "broken=--iree-no-such-flag",
                         "--variant", "again=", "--inputs", f"@{tmp_path}/a.npy,@{tmp_path}/a.npy",
                         "--time-budget", "2", "--min-rounds", "3", "--work-dir", tmp_path / "work")
@@ -108,7 +108,7 @@ def test_a_variant_that_does_not_compile_is_reported_and_the_others_compared(tmp
 def test_user_errors_are_one_line(tmp_path, extra, message):
     (tmp_path / "mm.mlir").write_text(MATMUL)
     np.save(tmp_path / "small.npy", np.ones((4, 4), np.float32))
-    result = run_script("compare.py", "--calibration=quick", "--input", tmp_path / "mm.mlir", "--variant", "a=",
+    result = run_script("compare.py", "--calibration=off", "--input", tmp_path / "mm.mlir", "--variant", "a=",
                         "--variant", "b=", "--work-dir", tmp_path / "work", *(e.replace("@", f"@{tmp_path}/") if e.startswith("@")
                                              else e for e in extra))
     assert result.returncode == 2
@@ -136,7 +136,7 @@ def test_dispatch_mode_compares_configurations_of_a_generated_operation(tmp_path
                       "--problem-n=64", "--problem-k=80", "--data-types=f32t_f32t_f32t").returncode == 0
     assert run_script("compile.py", "--generated-dir", tmp_path,
                       "--dispatches=_default$,_default_data_tiling$").returncode == 0
-    result = run_script("compare.py", "--calibration=quick", "--dispatch", "matmul_96x64x80_f32t_f32t_f32t_default",
+    result = run_script("compare.py", "--calibration=off", "--dispatch", "matmul_96x64x80_f32t_f32t_f32t_default",
                         "--generated-dir", tmp_path, "--time-budget", "2", "--min-rounds", "3",
                         "--output", tmp_path / "dispatch.json")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -162,7 +162,7 @@ def test_mlir_bytecode_is_read_like_text(tmp_path):
     """A module saved as MLIR bytecode (.mlirbc), as exporters write it, is compared and
     listed for tuning like its text."""
     module = bytecode(MATMUL, tmp_path / "mm.mlirbc")
-    result = run_script("compare.py", "--calibration=quick", "--input", module, "--variant", "base=", "--variant", "same=",
+    result = run_script("compare.py", "--calibration=off", "--input", module, "--variant", "base=", "--variant", "same=",
                         "--random-inputs", "3", "--output", tmp_path / "r.json", "--time-budget", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "agreement same vs base, output 0" in result.stdout and result.stdout.rstrip().endswith("r.csv")

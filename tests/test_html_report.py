@@ -12,7 +12,7 @@ from helpers import DATA_DIR as DATA, FAST, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick", "--store=off"]
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 MLP = DATA / "mlp_torch.mlir"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
@@ -166,7 +166,7 @@ def test_a_model_report_shows_the_ranking_before_and_after(browser, tmp_path):
 
 def test_comparison_reports_show_variants_verdicts_and_agreement(browser, tmp_path, sweep):
     (tmp_path / "mm.mlir").write_text((DATA / "seed_matmul.mlir").read_text())
-    result = run_script("compare.py", "--calibration=quick", "--input", tmp_path / "mm.mlir", "--variant", "base=",
+    result = run_script("compare.py", "--calibration=off", "--input", tmp_path / "mm.mlir", "--variant", "base=",
                         "--variant", "dt=--iree-opt-data-tiling", "--random-inputs", "1",
                         "--output", tmp_path / "ab.json", "--time-budget", "3",
                         "--html", tmp_path / "ab.html")

@@ -85,7 +85,7 @@ def test_the_tuner_tries_data_tiled_configs_and_exports_their_spec_and_flags(tmp
     (tmp_path / "dt.cfg").write_text("[Env]\ninput_file = mm.mlir\noutput_file = dt.csv\n"
                                      "[SearchSpace]\ndata_tiling = [1, 2]\n"
                                      "[SearchStrategy]\ntuner = grid\nn_trial = 3\n")
-    result = run_script("autotune.py", "--calibration=quick", "--store=off", "--config", tmp_path / "dt.cfg", "--flags=",
+    result = run_script("autotune.py", "--calibration=off", "--store=off", "--config", tmp_path / "dt.cfg", "--flags=",
                         "--batch-seconds", "1", "--confirm-seconds", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     trials = pd.read_csv(tmp_path / "dt.csv")

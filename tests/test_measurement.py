@@ -24,7 +24,7 @@ def test_profiler_time_is_the_dispatch_time(tmp_path, tools):
     ours, direct = [], []
     for i in range(5):  # alternate, so that both see the same machine states
         csv = tmp_path / f"run{i}.csv"
-        profiled = run_script("profiler.py", "--calibration=quick", "--generated-dir", tmp_path, "--output", csv,
+        profiled = run_script("profiler.py", "--calibration=off", "--generated-dir", tmp_path, "--output", csv,
                               "--time-budget=2", "--verification-enabled=false")
         assert profiled.returncode == 0, profiled.stderr
         ours.append(float(pd.read_csv(csv)["Runtime(ms)"].iloc[0]))

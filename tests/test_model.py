@@ -18,7 +18,7 @@ pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 MLP = DATA / "mlp_torch.mlir"
 ENCODER = DATA.parent.parent / "benchmarks" / "data" / "encoder_block_torch.mlir"  # 4 heads, 128 x 64
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=quick", "--store=off"]
+QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 FIRST_MATMUL = ("tensor<64x256xf32>", "tensor<512x256xf32>", "tensor<64x512xf32>")
 
 
@@ -260,7 +260,7 @@ def test_packed_matmuls_are_tuned_inside_the_model_under_early_data_tiling(tmp_p
     output = tmp_path / "mlp.csv"
     common = ["--input", MLP, "--model", "--top", "1", "--n-trial", "1", "--tuner", "random",
               *QUICK]
-    result = run_script("autotune.py", "--calibration=quick", *common, "--output", output,
+    result = run_script("autotune.py", "--calibration=off", *common, "--output", output,
                         f"--base-flags={flags.DATA_TILING_EARLY}")
     assert result.returncode == 0, result.stdout + result.stderr
     ranking = pd.read_csv(tmp_path / "mlp_dispatches.csv", keep_default_na=False)
@@ -269,7 +269,7 @@ def test_packed_matmuls_are_tuned_inside_the_model_under_early_data_tiling(tmp_p
     trials = pd.read_csv(output)
     assert len(trials) == 1 and trials["config_applied"][0] == "yes", trials.to_dict("records")
     assert "Trials by expected gain (1 over 1 target(s)" in result.stdout
-    late = run_script("autotune.py", "--calibration=quick", *common, "--output", tmp_path / "late.csv",
+    late = run_script("autotune.py", "--calibration=off", *common, "--output", tmp_path / "late.csv",
                       f"--base-flags={flags.DATA_TILING}")
     assert late.returncode == 0, late.stdout + late.stderr
     ranking = pd.read_csv(tmp_path / "late_dispatches.csv", keep_default_na=False)
@@ -421,7 +421,7 @@ def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path
     reading garbage; the answer is verified, and X_compile.sh builds what was timed."""
     from iree_dispatch_profiler.iree.launchers import run_module
     output = tmp_path / "lm.csv"
-    result = run_script("autotune.py", "--calibration=quick", *LM_RUN, "--output", output,
+    result = run_script("autotune.py", "--calibration=off", *LM_RUN, "--output", output,
                         "--base-flags=--iree-dispatch-creation-enable-aggressive-fusion")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "argument 0 (1x32xi64) in [0, 96): it indexes a dimension of 96" in result.stdout
@@ -453,7 +453,7 @@ def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path
 def test_a_language_model_tunes_on_given_inputs(tmp_path):
     output = tmp_path / "lm.csv"
     ids, mask = LM.with_name("tiny_lm_torch_ids.npy"), LM.with_name("tiny_lm_torch_mask.npy")
-    result = run_script("autotune.py", "--calibration=quick", *LM_RUN, "--output", output, "--base-flags=",
+    result = run_script("autotune.py", "--calibration=off", *LM_RUN, "--output", output, "--base-flags=",
                         "--inputs", f"@{ids},@{mask}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Inputs of main: given with --inputs: {ids} {mask}" in result.stdout
@@ -466,7 +466,7 @@ def test_a_language_model_tunes_on_given_inputs(tmp_path):
 ])
 def test_inputs_that_do_not_fit_the_model_are_one_line_before_tuning(tmp_path, given, message):
     paths = ",".join(str(LM.with_name(name)) for name in given)
-    result = run_script("autotune.py", "--calibration=quick", *LM_RUN, "--output", tmp_path / "lm.csv", "--inputs", paths)
+    result = run_script("autotune.py", "--calibration=off", *LM_RUN, "--output", tmp_path / "lm.csv", "--inputs", paths)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not list(tmp_path.glob("lm_work/*.vmfb"))  # said before anything compiled

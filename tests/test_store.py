@@ -181,7 +181,7 @@ def test_postgresql_has_the_same_schema_and_concurrent_writers_lose_nothing(post
 # --------------------------------------------------------------------------------------------
 TUNE = ["--input", DATA_DIR / "seed_matmul.mlir", "--n-trial", "4", "--batch-size", "2",
         "--tuner", "random", "--batch-seconds", "1", "--confirm-seconds", "4",
-        "--calibration=quick"]
+        "--calibration=off"]
 
 
 @pytest.mark.iree

@@ -91,7 +91,7 @@ def test_profiler_names_the_timing_source(small):
     folder = small[0]
     for source in (DEFAULT_SOURCE, RESIDENT):
         csv = folder / f"{source}.csv"
-        done = run_script("profiler.py", "--calibration=quick", "--generated-dir", folder, "--output", csv,
+        done = run_script("profiler.py", "--calibration=off", "--generated-dir", folder, "--output", csv,
                           "--time-budget=1", f"--timing-source={source}")
         assert done.returncode == 0, done.stderr
         assert f"Timing source : {source}" in done.stdout

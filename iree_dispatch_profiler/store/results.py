@@ -34,6 +34,7 @@ RESULTS = Table(
     Column("signature", String(64), nullable=False, index=True),
     Column("kind", String(40)), Column("op_name", String(80)), Column("shape", String(200)),
     Column("types", String(200)), Column("loops", Text), Column("dims", Text),
+    Column("operand_types", Text),  # JSON: what a spec's matcher needs to rebuild the op
     # where it was measured and with what
     Column("target", String(400), nullable=False, index=True),
     Column("vector_bytes", Integer), Column("iree_version", String(40), nullable=False, index=True),
@@ -69,7 +70,8 @@ def op_fields(op) -> dict:
     identity = json.dumps([op.name, list(op.operand_types), loops, dims])
     return {"signature": hashlib.sha256(identity.encode()).hexdigest()[:32], "kind": op.kind,
             "op_name": op.name, "shape": op.shape, "types": op.types,
-            "loops": json.dumps(loops), "dims": json.dumps(dims)}
+            "loops": json.dumps(loops), "dims": json.dumps(dims),
+            "operand_types": json.dumps(list(op.operand_types))}
 
 
 def target_fields(cpu) -> dict:
