@@ -41,8 +41,10 @@ with open(log, "a") as committed:
 
 
 def record(i: int, session: str = "s") -> dict:
+    """Candidate c{i} at speedup 1 + i/10, interval +-0.05: c0's does not clear 1.03."""
     return {"signature": "sig", "target": "t", "iree_version": "3.13", "candidate": f"c{i}",
-            "speedup": 1.0 + i / 10, "session": session, "source": "test"}
+            "speedup": 1.0 + i / 10, "speedup_ci_low": 0.95 + i / 10,
+            "speedup_ci_high": 1.05 + i / 10, "session": session, "source": "test"}
 
 
 def test_records_are_kept_once_and_the_best_come_first(tmp_path):
@@ -51,6 +53,7 @@ def test_records_are_kept_once_and_the_best_come_first(tmp_path):
     assert store.record([record(1), record(2)]) == 0  # the same results again: skipped
     assert store.count() == 5
     assert [r["candidate"] for r in store.best("sig", "t", "3.13")] == ["c4", "c3", "c2"]
+    assert [r["candidate"] for r in store.best("sig", "t", "3.13", 9)] == ["c4", "c3", "c2", "c1"]
     assert store.best("sig", "t", "3.14") == [] and store.best("sig", "other", "3.13") == []
     other = open_store(f"sqlite:///{tmp_path / 'other.sqlite'}")
     other.record([record(3), record(9, "elsewhere")])
@@ -171,7 +174,7 @@ def test_postgresql_has_the_same_schema_and_concurrent_writers_lose_nothing(post
     store = open_store(postgresql)
     assert store.record([record(i) for i in range(3)]) == 3
     assert store.record([record(0)]) == 0
-    assert [r["candidate"] for r in store.best("sig", "t", "3.13", 2)] == ["c2", "c1"]
+    assert [r["candidate"] for r in store.best("sig", "t", "3.13")] == ["c2", "c1"]  # not c0
     assert open_store(postgresql).count() == 3  # opening again: the schema is checked, kept
     check_concurrent_writers(postgresql, tmp_path)
     check_killed_writer(postgresql, tmp_path)

@@ -17,6 +17,7 @@ from sqlalchemy import (Column, Float, Integer, MetaData, String, Table, Text, c
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import compile_cache
 
@@ -108,11 +109,12 @@ class Store:
 
     def best(self, signature: str, target: str, iree_version: str, limit: int = 3) -> list[dict]:
         """The fastest verified candidates recorded for one op on one target with one IREE
-        version: each candidate's best record, best first."""
+        version that beat IREE's default significantly when measured (the others are not
+        worth re-confirming): each candidate's best record, best first."""
         query = (select(RESULTS).where(RESULTS.c.signature == signature,
                                        RESULTS.c.target == target,
                                        RESULTS.c.iree_version == iree_version,
-                                       RESULTS.c.speedup.is_not(None))
+                                       RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT)
                  .order_by(RESULTS.c.speedup.desc()))
         chosen: dict[str, dict] = {}
         with self.engine.connect() as connection:
