@@ -44,16 +44,22 @@ def configuration_plot(operation: str, results: list[PerformanceResult], path: P
     save(figure, path)
 
 
-def roofline_plot(results: list[PerformanceResult], peak: dict, path: Path) -> None:
+def roofline_plot(results: list[PerformanceResult], peak: dict | None, path: Path) -> None:
+    """Every dispatch by intensity and GFLOP/s, under this session's measured ceilings (none
+    drawn when the session was not calibrated)."""
     timed = [r for r in results if r.gflops > 0 and r.bytes > 0]
     figure, axis = plt.subplots(figsize=(8, 5.5))
     intensities = [r.flops / r.bytes for r in timed] or [1.0]
     low, high = min(intensities) / 2, max(intensities) * 2
-    ridge = peak["gflops"] / peak["gbps"]
-    xs = sorted({low, high, min(max(ridge, low), high)})
-    axis.plot(xs, [min(peak["gflops"], x * peak["gbps"]) for x in xs], color="black",
-              label=f"this session's ceilings: {peak['gflops']:.0f} GFLOP/s, "
-                    f"{peak['gbps']:.1f} GB/s read (calibration)")
+    if peak is not None:
+        ridge = peak["gflops"] / peak["gbps"]
+        xs = sorted({low, high, min(max(ridge, low), high)})
+        axis.plot(xs, [min(peak["gflops"], x * peak["gbps"]) for x in xs], color="black",
+                  label=f"this session's ceilings: {peak['gflops']:.0f} GFLOP/s, "
+                        f"{peak['gbps']:.1f} GB/s read (calibration)")
+    else:
+        axis.set_title("no ceilings: the session was not calibrated (--calibration off)",
+                       fontsize=9)
     for provider, marker in ((PROVIDER_IREE, "o"), (PROVIDER_NUMPY, "s")):
         points = [r for r in timed if r.provider == provider]
         if points:
@@ -97,8 +103,7 @@ def write_plots(results: list[PerformanceResult], folder: Path, peak: dict | Non
             path = folder / f"{operation}.png"
             configuration_plot(operation, rows, path)
             written.append(path)
-    if peak is not None:
-        path = folder / "roofline.png"
-        roofline_plot(results, peak, path)
-        written.append(path)
+    path = folder / "roofline.png"
+    roofline_plot(results, peak, path)
+    written.append(path)
     return written
