@@ -273,3 +273,16 @@ def test_every_profiler_row_carries_its_sessions_state_and_compare_reads_it(tmp_
     compared = run_script("compare.py", "--csv", tmp_path / "r1.csv", tmp_path / "r2.csv")
     assert compared.returncode == 0, compared.stderr
     assert compared.stdout.startswith("machine state: ")
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("cpu, triple", [("skylake-avx512", ""),
+                                         ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_the_calibration_kernels_compile_for_other_cpus(tools, cpu, triple):
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.iree.timers import Timers
+
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
+    with Timers("device-profiling", tools) as timers:
+        built = calibration.Calibration(tools, target, "local-task", timers, False).build()
+    assert set(built) == {"compute", "memory"} and all(p.stat().st_size > 0 for p in built.values())
