@@ -81,6 +81,12 @@ def target_fields(cpu) -> dict:
             "vector_bytes": cpu.native_vector_bytes}
 
 
+def context(op, cpu, iree_version: str, session: str, machine: str, source: str) -> dict:
+    """The fields every record of one op from one run shares (tuner and profiler alike)."""
+    return {**op_fields(op), **target_fields(cpu), "iree_version": iree_version,
+            "session": session, "machine": machine, "source": source, "recorded_at": now()}
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

@@ -112,12 +112,10 @@ class Profiler:
             return
         if len(found) != 1:
             return
-        fields = {**results_store.op_fields(found[0]),
-                  **results_store.target_fields(self.target.cpu_target),
-                  "iree_version": self.manifest.iree_version, "source": "sweep",
-                  "session": f"{self.manifest.root} {self.session}",
-                  "machine": self.environment.get("timed on", ""),
-                  "recorded_at": results_store.now()}
+        fields = results_store.context(found[0], self.target.cpu_target,
+                                       self.manifest.iree_version,
+                                       f"{self.manifest.root} {self.session}",
+                                       self.environment.get("timed on", ""), "sweep")
         records = [{**fields, "candidate": r.configuration,
                     "flags": r.environment.get("compile flags", ""),
                     "median_ms": r.runtime.median, "ci_low_ms": r.runtime.low,

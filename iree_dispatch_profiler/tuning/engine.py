@@ -44,6 +44,7 @@ from iree_dispatch_profiler.tuning.space import (TILE_KNOBS, Point, Space, confi
                                                  spec_matchers)
 
 DEFAULT = "default"
+STORED = "from the results store: "  # the reason of a trial row that came from the store
 
 
 @dataclass
@@ -147,15 +148,13 @@ class Tuner:
         said once and left)."""
         if self.store is None:
             return
-        cpu = self.target.resolved_cpu()
+        shared = results.context(op, self.target.resolved_cpu(), self.tools.version(),
+                                 self.session, self.timed_on, self.source)
         flags = " ".join(getattr(self, "base_flags", []))
-        records = [{**row, **results.op_fields(op), **results.target_fields(cpu),
-                    "iree_version": self.tools.version(), "session": self.session,
+        records = [{**row, **shared,
                     "flags": " ".join(f for f in (flags, str(row.get("flags", ""))) if f),
                     "configuration": json.dumps({k: row[k] for k in TILE_KNOBS if k in row},
-                                                default=int),
-                    "machine": self.timed_on, "source": self.source,
-                    "recorded_at": results.now()}
+                                                default=int)}
                    for row in rows if row.get("status") == OK]
         try:
             self.store.record(records)
@@ -186,13 +185,13 @@ class Tuner:
             self.log(f"warning: results store {self.store.url}: {type(error).__name__}; "
                      "searching")
             return []
-        names = {p.name for p in space.points}
-        return [{**trial_row(op, next(p for p in space.points if p.name == r["candidate"]), i,
-                             "store"), "status": OK, "verified": "yes",
+        points = {p.name: p for p in space.points}
+        return [{**trial_row(op, points[r["candidate"]], i, "store"), "status": OK,
+                 "verified": "yes",
                  **{k: r[k] for k in ("median_ms", "ci_low_ms", "ci_high_ms", "speedup",
                                       "speedup_ci_low", "speedup_ci_high", "default_ms")},
-                 "reason": f"from the results store: {r['recorded_at']} on {r['machine']}"}
-                for i, r in enumerate(x for x in found if x["candidate"] in names)]
+                 "reason": f"{STORED}{r['recorded_at']} on {r['machine']}"}
+                for i, r in enumerate(x for x in found if x["candidate"] in points)]
 
     def calibrate_start(self) -> None:
         """This session's first calibration, said against the last session of the run it
@@ -378,7 +377,8 @@ def reuse(tuner: Tuner, op, space: Space) -> OpResult | None:
                   f"{tuner.reference} here ({seconds:.1f} s): searching")
         return None
     tuner.reused_seconds += seconds
-    tuner.log(f"op {op.index}: answer from the results store ({stored[0]['reason'][24:]}), "
+    tuner.log(f"op {op.index}: answer from the results store "
+              f"({stored[0]['reason'].removeprefix(STORED)}), "
               f"re-confirmed in {seconds:.1f} s; the search ({tuner.s.n_trial} trials) skipped")
     return result
 
