@@ -6,6 +6,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -187,13 +188,27 @@ def test_spec_entries_are_checked_by_their_matchers_not_their_configs(tmp_path):
     assert check_spec(entries[1:], roots("default"), untouched) == [
         "spec entry match_op1_matmul misses d1",
         "dispatch d0 changed config without a spec entry for it"]
+    # a CPU's default spec: an entry for an op this model lacks is no problem; none matching is
+    only_first = {"d0": roots("default")["d0"]}
+    configured = {"d0": roots(config.lowering_config)["d0"]}
+    for entry in entries:
+        entry.intended = ()
+    assert check_spec(entries, only_first, configured) == [
+        "spec entry match_op1_matmul matches no dispatch"]
+    assert check_spec(entries, only_first, configured, library=True) == []
+    assert check_spec(entries[1:], only_first, only_first, library=True) == [
+        "none of the spec's 1 entries matches a dispatch"]
 
 
-def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):
-    output = tmp_path / "mlp.csv"
+def test_model_tuning_runs_end_to_end_resumes_and_is_answered_from_the_store(tmp_path):
+    from iree_dispatch_profiler.store.results import ANSWERS, open_store
+
+    output, store = tmp_path / "mlp.csv", f"sqlite:///{tmp_path / 'store.sqlite'}"
     args = ["autotune.py", "--input", MLP, "--model", "--output", output, "--n-trial", "2",
             "--tuner", "random", "--base-flags=", *QUICK]
-    result = run_script(*args)
+    start = time.perf_counter()
+    result = run_script(*args, "--store", store)
+    first_seconds = time.perf_counter() - start
     assert result.returncode == 0, result.stdout + result.stderr
     ranking = pd.read_csv(tmp_path / "mlp_dispatches.csv")
     assert len(ranking) == 2 and (ranking["hot"] == "yes").all()
@@ -208,6 +223,21 @@ def test_model_tuning_runs_end_to_end_and_resumes(tmp_path):
     again = run_script(*args)
     assert again.returncode == 0 and "resuming after 2 finished trials" in again.stdout
     assert len(pd.read_csv(output)) == 4
+    # the model's answer and each target's are in the store; tuned again, the model's answer
+    # is re-confirmed in one session (or, if this machine no longer agrees, said and tuned)
+    answers = open_store(store).rows(ANSWERS)
+    assert sorted(a["scope"] for a in answers) == ["model", "op", "op"]
+    start = time.perf_counter()
+    reused = run_script(*args[:5], tmp_path / "again.csv", *args[6:], "--store", store)
+    seconds = time.perf_counter() - start
+    assert reused.returncode == 0, reused.stdout + reused.stderr
+    if "no longer holds" in reused.stdout:
+        assert len(pd.read_csv(tmp_path / "again.csv")) == 4  # tuned as without the store
+    else:
+        assert "Answer from the results store" in reused.stdout
+        assert "the flag search and the targets' search skipped" in reused.stdout
+        assert any(line.startswith("Model: ") for line in reused.stdout.splitlines())
+        assert not (tmp_path / "again.csv").exists() and seconds < first_seconds
 
 
 def dumped_roots(tools, target, source, folder, flags):

@@ -43,6 +43,7 @@ with open(log, "a") as committed:
 def record(i: int, session: str = "s") -> dict:
     """Candidate c{i} at speedup 1 + i/10, interval +-0.05: c0's does not clear 1.03."""
     return {"signature": "sig", "target": "t", "iree_version": "3.13", "candidate": f"c{i}",
+            "flags": "",
             "speedup": 1.0 + i / 10, "speedup_ci_low": 0.95 + i / 10,
             "speedup_ci_high": 1.05 + i / 10, "session": session, "source": "test"}
 
@@ -52,13 +53,25 @@ def test_records_are_kept_once_and_the_best_come_first(tmp_path):
     assert store.record([record(i) for i in range(5)]) == 5
     assert store.record([record(1), record(2)]) == 0  # the same results again: skipped
     assert store.count() == 5
-    assert [r["candidate"] for r in store.best("sig", "t", "3.13")] == ["c4", "c3", "c2"]
-    assert [r["candidate"] for r in store.best("sig", "t", "3.13", 9)] == ["c4", "c3", "c2", "c1"]
-    assert store.best("sig", "t", "3.14") == [] and store.best("sig", "other", "3.13") == []
+    assert [r["candidate"] for r in store.best("sig", "t", "3.13", "")] == ["c4", "c3", "c2"]
+    assert [r["candidate"] for r in store.best("sig", "t", "3.13", "", 9)] == ["c4", "c3", "c2",
+                                                                            "c1"]
+    assert [r["candidate"] for r in store.best("sig", "t", "3.13", "", 9, ["c0", "c3"])] == [
+        "c3", "c0"]  # named: whatever they measured
+    for other_question in (("sig", "t", "3.14", ""), ("sig", "other", "3.13", ""),
+                           ("sig", "t", "3.13", "--iree-opt-data-tiling")):
+        assert store.best(*other_question) == []
+    assert store.elsewhere("sig") == [("t", "3.13", 5)]
     other = open_store(f"sqlite:///{tmp_path / 'other.sqlite'}")
     other.record([record(3), record(9, "elsewhere")])
-    assert store.merge(other) == 1 and store.merge(other) == 0
+    answer = {"scope": "op", "signature": "sig", "target": "t", "iree_version": "3.13",
+              "flags": "", "answer": {"winner": "c9", "leaders": ["c9"]}, "trials": 8,
+              "session": "elsewhere", "recorded_at": "2026-11-24T00:00:00+00:00"}
+    assert other.remember(answer) and not other.remember(answer)
+    assert store.merge(other) == (1, 1) and store.merge(other) == (0, 0)
     assert store.count() == 6
+    assert store.answer("op", "sig", "t", "3.13", "")["answer"] == answer["answer"]
+    assert store.answer("op", "sig", "t", "3.13", "-O3") is None
 
 
 def test_bad_stores_are_one_line_errors(tmp_path):
@@ -76,6 +89,108 @@ def test_bad_stores_are_one_line_errors(tmp_path):
             open_store(url)
         text = str(error.value)
         assert message in text and "\n" not in text and "secret" not in text
+
+
+def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_results(tmp_path):
+    from sqlalchemy import create_engine
+
+    url = f"sqlite:///{tmp_path / 'v1.sqlite'}"
+    engine = create_engine(url)
+    with engine.begin() as connection:  # what version 1 made: results and the meta table
+        results.RESULTS.create(connection)
+        results.META.create(connection)
+        connection.execute(results.META.insert().values(name="schema_version", value="1"))
+    engine.dispose()
+    open_store(url).record([record(1)])  # opened: migrated to version 2
+    store = open_store(url)
+    assert store.count() == 1 and results._version(store.engine) == results.SCHEMA_VERSION == 2
+    assert store.remember({"scope": "op", "signature": "sig", "target": "t",
+                           "iree_version": "3.13", "flags": "", "answer": {"winner": "default"},
+                           "trials": 4, "session": "s", "recorded_at": "now"})
+    assert store.count(results.ANSWERS) == 1
+
+
+def matmul(index: int, m: int, n: int = 512, k: int = 256, name: str = "linalg.matmul"):
+    from iree_dispatch_profiler.iree.tunable import TunableOp
+    types = (f"tensor<{m}x{k}xf32>", f"tensor<{k}x{n}xf32>", f"tensor<{m}x{n}xf32>")
+    return TunableOp(index, "main", name, "contraction", (m, n, k),
+                     (("batch", ()), ("m", (0,)), ("n", (1,)), ("k", (2,))), types, "f32", "f32")
+
+
+def measured(op, point, speedup: float, low: float, session: str = "s") -> dict:
+    """A verified result of `point` on `op` as the tuner records it."""
+    import json
+    return {**results.op_fields(op), "target": "t", "iree_version": "3.13", "flags": "",
+            "candidate": point.name, "configuration": json.dumps(point.knobs()),
+            "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": speedup + 0.1,
+            "session": session, "source": "tuner", "machine": "m", "recorded_at": "now"}
+
+
+def test_nearby_shapes_seed_and_the_default_spec_takes_each_ops_best(tmp_path):
+    from iree_dispatch_profiler.tuning import default_spec
+    from iree_dispatch_profiler.tuning import spec as tuning_spec
+    from iree_dispatch_profiler.tuning.engine import near_points
+    from iree_dispatch_profiler.tuning.space import Point, build
+
+    from helpers import AVX2
+
+    store = open_store(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    good, fair, slow = Point(32, 64, 8, 8, 16), Point(64, 64, 8, 8, 16), Point(16, 16, 4, 4, 16)
+    small, large, kept, flagged, odd = (matmul(0, 64), matmul(1, 1024), matmul(2, 128, 128),
+                                        matmul(3, 256, 256), matmul(4, 96, 96))
+    store.record([measured(small, good, 1.5, 1.4), measured(small, fair, 1.2, 1.1),
+                  measured(small, slow, 0.8, 0.7), measured(large, fair, 1.3, 1.2),
+                  measured(kept, good, 1.2, 1.1), measured(flagged, good, 1.3, 1.2),
+                  measured(odd, slow, 1.02, 0.9),
+                  measured(matmul(5, 64, name="linalg.matmul_transpose_b"), good, 2.0, 1.9)])
+    for op, winner in ((kept, "default"), (flagged, "flags_data_tiling")):
+        store.remember({**results.op_fields(op), "scope": "op", "target": "t",
+                        "iree_version": "3.13", "flags": "", "answer": {"winner": winner},
+                        "trials": 32, "session": "s", "recorded_at": "now"})
+    # a 96-row matmul: every matmul that beat IREE's default counts, no other op
+    near = store.near(results.op_fields(matmul(9, 96)), "t", "3.13", "")
+    assert {r["signature"] for r in near} == {results.op_fields(op)["signature"]
+                                             for op in (small, large, kept, flagged)}
+    assert store.near(results.op_fields(matmul(9, 96)), "t", "3.13", "-O3") == []
+    space = build(matmul(9, 96), AVX2, {}, {})
+    assert space.nearest(good.knobs()) == good  # in this space: itself
+    assert space.nearest({**good.knobs(), "tile_m": 40}) == good  # not: the nearest in log2
+    # the winners of the two nearest shapes (64 rows; then 128 or 256 rows, not 1024), best first
+    assert near_points(matmul(9, 96), near, space) == [good, fair]
+    assert near_points(matmul(9, 2048), near, space) == [fair, good]  # 1024 rows first
+
+    chosen, left_out = default_spec.choose(store, "t", "3.13", "")
+    assert [(c.op.name, c.op.shape, c.point) for c in chosen] == [
+        ("linalg.matmul_transpose_b", "m=64 n=512 k=256", good),
+        ("linalg.matmul", "m=64 n=512 k=256", good), ("linalg.matmul", "m=1024 n=512 k=256", fair)]
+    assert sorted(left_out) == [
+        "linalg.matmul m=128 n=128 k=256 (f32 -> f32): its search kept IREE's default",
+        "linalg.matmul m=256 n=256 k=256 (f32 -> f32): flags_data_tiling won (flags for a "
+        "whole module, not a spec entry)",
+        "linalg.matmul m=96 n=96 k=256 (f32 -> f32): no stored candidate cleared IREE's default"]
+    spec = tmp_path / "cpu.mlir"
+    assert default_spec.write(chosen, spec) == []  # no data-tiled entry: no flags
+    entries = tuning_spec.read_entries(spec)
+    assert [e.matcher for e in entries] == [tuning_spec.Matcher.of(c.op) for c in chosen]
+    assert default_spec.choose(store, "t", "3.12", "") == ([], [])
+
+
+def test_the_store_command_summarises_merges_and_refuses_bad_input(tmp_path):
+    here, there = (f"sqlite:///{tmp_path / name}" for name in ("here.sqlite", "there.sqlite"))
+    open_store(here).record([record(1)])
+    open_store(there).record([record(1), record(2, "elsewhere")])
+    merged = run_script("store.py", "merge", tmp_path / "there.sqlite", "--store", here)
+    assert merged.returncode == 0, merged.stderr
+    assert "1 results and 0 answers added" in merged.stdout
+    summary = run_script("store.py", "summary", "--store", here)
+    assert "2 results of 1 ops" in summary.stdout and "test" in summary.stdout
+    for args, message in ((["merge", tmp_path / "none.sqlite"], "no such store file"),
+                          (["spec", "--output", tmp_path / "x.txt"], "must be a .mlir file"),
+                          (["frobnicate"], "invalid choice")):
+        bad = run_script("store.py", *args, "--store", here)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.txt").exists()
 
 
 def writers(url: str, folder: Path) -> list[str]:
@@ -174,11 +289,11 @@ def test_postgresql_has_the_same_schema_and_concurrent_writers_lose_nothing(post
     store = open_store(postgresql)
     assert store.record([record(i) for i in range(3)]) == 3
     assert store.record([record(0)]) == 0
-    assert [r["candidate"] for r in store.best("sig", "t", "3.13")] == ["c2", "c1"]  # not c0
+    assert [r["candidate"] for r in store.best("sig", "t", "3.13", "")] == ["c2", "c1"]  # not c0
     assert open_store(postgresql).count() == 3  # opening again: the schema is checked, kept
     check_concurrent_writers(postgresql, tmp_path)
     check_killed_writer(postgresql, tmp_path)
-    assert results.SCHEMA_VERSION == 1
+    assert results.SCHEMA_VERSION == 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,25 +303,64 @@ TUNE = ["--input", DATA_DIR / "seed_matmul.mlir", "--n-trial", "4", "--batch-siz
 
 
 @pytest.mark.iree
-def test_a_second_tuning_reuses_the_stored_answer_and_a_bad_store_only_warns(tmp_path):
-    store = f"sqlite:///{tmp_path / 'team.sqlite'}"
+def test_answers_are_reused_nearby_shapes_seeded_a_cpu_spec_written_and_bad_stores_said(tmp_path):
+    from sqlalchemy import update
+
+    store_file = tmp_path / "team.sqlite"
+    store = f"sqlite:///{store_file}"
     start = time.perf_counter()
     first = run_script("autotune.py", *TUNE, "--store", store, "--output", tmp_path / "first.csv")
     first_seconds = time.perf_counter() - start
     assert first.returncode == 0, first.stdout + first.stderr
     assert "answer:" in first.stdout and "no answer reused (1 searched)" in first.stdout
-    kept = open_store(store).rows()
-    assert kept and all(r["source"] == "tuner" and r["speedup"] > 0 for r in kept)
+    kept = open_store(store)
+    assert kept.rows() and all(r["source"] == "tuner" and r["speedup"] > 0 for r in kept.rows())
+    [answer] = kept.rows(results.ANSWERS)
+    assert answer["scope"] == "op" and answer["trials"] == 4
+    # Whatever won here, the stored answer says IREE's default: asked again, it is re-confirmed
+    # and kept, not searched; and one candidate cleared it, for the nearby shape and the spec.
+    tile = next(r["candidate"] for r in kept.rows() if r["candidate"].startswith("tile_"))
+    with kept.engine.begin() as connection:
+        connection.execute(update(results.ANSWERS).values(answer='{"winner": "default"}'))
+        connection.execute(update(results.RESULTS).where(
+            results.RESULTS.c.candidate == tile).values(
+            speedup=1.5, speedup_ci_low=1.4, speedup_ci_high=1.6))
     start = time.perf_counter()
     second = run_script("autotune.py", *TUNE, "--store", store, "--output", tmp_path / "second.csv")
     second_seconds = time.perf_counter() - start
     assert second.returncode == 0, second.stdout + second.stderr
-    if "answer: keep IREE's default" in first.stdout:
-        pytest.skip("the first run found nothing faster than IREE's default to reuse")
-    assert "op 0: answer from the results store" in second.stdout
+    assert "op 0: answer from the results store (searched in 4 trials on" in second.stdout
     assert "1 of 1 answered from it" in second.stdout and "answer:" in second.stdout
     assert not (tmp_path / "second.csv").exists()  # no trial ran
     assert second_seconds < first_seconds
+    # a matmul of 768 rows: seeded by the stored 1024-row one, a quarter of the trials
+    near = tmp_path / "near.mlir"
+    near.write_text((DATA_DIR / "seed_matmul.mlir").read_text().replace("1024x", "768x"))
+    seeded = run_script("autotune.py", *TUNE, "--n-trial", "8", "--input", near, "--store",
+                        store, "--output", tmp_path / "near.csv")
+    assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+    assert "config(s) from the results store's nearest shapes of this op seed its search" in \
+        seeded.stdout and "2 trials instead of 8" in seeded.stdout
+    assert len(pd.read_csv(tmp_path / "near.csv")) == 2
+    # the CPU's default spec: an entry per op whose answer is a config, loaded by IREE
+    with kept.engine.begin() as connection:
+        connection.execute(update(results.ANSWERS).values(answer=f'{{"winner": "{tile}"}}'))
+    spec = run_script("store.py", "spec", "--store", store, "--output", tmp_path / "cpu.mlir")
+    assert spec.returncode == 0, spec.stdout + spec.stderr
+    assert "IREE loads it" in spec.stdout and "linalg.matmul m=1024 n=512 k=256" in spec.stdout
+    assert "match_op0_matmul" in (tmp_path / "cpu.mlir").read_text()
+    # the same store from another IREE version: said in one line, and the op searched
+    older = tmp_path / "older.sqlite"
+    shutil.copy(store_file, older)
+    aged = open_store(f"sqlite:///{older}")
+    with aged.engine.begin() as connection:
+        for table in (results.RESULTS, results.ANSWERS):
+            connection.execute(update(table).values(iree_version="3.12.0"))
+    other = run_script("autotune.py", *TUNE, "--n-trial", "2", "--output", tmp_path / "old.csv",
+                       "--store", f"sqlite:///{older}")
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "for this op, from IREE 3.12.0, not IREE" in other.stdout
+    assert len(pd.read_csv(tmp_path / "old.csv")) == 2
     # an unreachable store: said in one line, and the op is searched as without one
     bad = run_script("autotune.py", *TUNE, "--n-trial", "2", "--output", tmp_path / "bad.csv",
                      "--store", f"postgresql://x@127.0.0.1:{free_port()}/db")

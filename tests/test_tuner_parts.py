@@ -304,7 +304,7 @@ def test_the_budget_goes_where_the_expected_gain_is():
 
     def task(ms, speedups):
         rows = [{"status": "ok", "speedup": s} for s in speedups]
-        made = Task(TuningTarget(MATMUL, ("d",), ms), None, rows)
+        made = Task(TuningTarget(MATMUL, ("d",), ms), None, 32, rows)
         made.bests = [max([1.0, *speedups[:i + 1]]) for i in range(len(speedups))]
         return made
     hot, cold = task(9.0, [1.0, 1.1]), task(1.0, [1.0, 1.1])
@@ -313,10 +313,10 @@ def test_the_budget_goes_where_the_expected_gain_is():
     assert improving.ms == pytest.approx(1.5) and flat.ms == pytest.approx(4.0)
     assert next_task([flat, improving]) is improving  # halved by its last batch
     assert next_task([flat, task(3.0, [1.0, 1.0])]) is flat
-    warmed = Task(TuningTarget(MATMUL, ("d",), 1.0), None, [{"status": "ok", "speedup": 4.0}])
+    warmed = Task(TuningTarget(MATMUL, ("d",), 1.0), None, 32, [{"status": "ok", "speedup": 4.0}])
     warmed.bests.append(warmed.best)  # its warm-up found 4x: that gain counts
     assert next_task([task(1.0, [1.0, 1.1]), warmed]) is warmed
-    failed = Task(TuningTarget(MATMUL, ("d",), 5.0), None, [{"status": "wrong-result", "speedup": 9}])
+    failed = Task(TuningTarget(MATMUL, ("d",), 5.0), None, 32, [{"status": "wrong-result", "speedup": 9}])
     assert failed.best == 1.0 and failed.ms == 5.0  # a failed trial is no speedup
 
 

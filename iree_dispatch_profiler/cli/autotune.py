@@ -68,6 +68,10 @@ def parser() -> options.ArgumentParser:
     model.add_argument("--spec", type=Path, default=None, metavar="SPEC.mlir",
                        help="instead of tuning: check that this tuning spec applies to the "
                             "model, and measure the model with it")
+    model.add_argument("--spec-library", action="store_true",
+                       help="the --spec holds entries for the ops of other models too (a CPU's "
+                            "default spec from store.py spec): an entry for an op this model "
+                            "lacks is not a problem")
     model.add_argument("--base-flags", default=None, metavar='"FLAGS"',
                        help="compile every candidate and the answer with these iree-compile "
                             "flags instead of searching IREE's curated flag sets first "
@@ -131,6 +135,8 @@ def settings(args: argparse.Namespace) -> Settings:
         raise UserError("--base-flags applies to --model")
     if args.spec is not None and not args.model:
         raise UserError("--spec applies to --model")
+    if args.spec_library and args.spec is None:
+        raise UserError("--spec-library describes a --spec")
     if args.spec is not None:  # checked now, not after minutes of compiling
         if not args.spec.is_file():
             raise UserError(f"--spec {args.spec} does not exist")
@@ -152,7 +158,8 @@ def settings(args: argparse.Namespace) -> Settings:
                     batch_size=args.batch_size, batch_seconds=args.batch_seconds,
                     confirm_seconds=args.confirm_seconds, compile_timeout=args.compile_timeout,
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
-                    top=args.top, spec=args.spec, base_flags=args.base_flags,
+                    top=args.top, spec=args.spec, spec_library=args.spec_library,
+                    base_flags=args.base_flags,
                     list_only=args.list, timing_source=args.timing_source,
                     calibration=args.calibration, store=args.store,
                     command=options.command_line(), inputs=args.inputs)

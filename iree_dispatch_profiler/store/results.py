@@ -2,28 +2,31 @@
 reuse them. One schema (SQLAlchemy Core) on two engines: SQLite in the cache folder by default
 (WAL, so that several processes write at once), or a PostgreSQL server named by a URL for a
 team or a cluster. A record's `key` hashes what makes it one result, and inserts skip a key
-already there: a writer that retries, or a store merged twice, never duplicates a result."""
+already there: a writer that retries, or a store merged twice, never duplicates a result.
+
+Two tables: `results`, every verified, timed candidate; `answers`, what a finished search
+concluded (an op's winner or IREE's default with the leaders it confirmed; a model's flags and
+spec), so that the same question asked again is re-confirmed instead of searched."""
 from __future__ import annotations
 
 import hashlib
 import json
 import math
 from dataclasses import dataclass
+from typing import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import (Column, Float, Integer, MetaData, String, Table, Text, create_engine,
-                        event, inspect, select)
-from sqlalchemy.engine import Engine
+                        event, func, inspect, select)
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import compile_cache
 
-SCHEMA_VERSION = 1
-# Each step takes a store from the version before it to its own: (version, SQL statements).
-MIGRATIONS: list[tuple[int, list[str]]] = []
+SCHEMA_VERSION = 2
 OFF = "off"
 
 metadata = MetaData()
@@ -48,10 +51,32 @@ RESULTS = Table(
     Column("session", String(200)),  # which run and session wrote it
     Column("recorded_at", String(40)),
 )
+ANSWERS = Table(
+    "answers", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", String(64), nullable=False, unique=True),
+    Column("scope", String(10), nullable=False),  # op / model
+    # an op's signature (as in results) or a model's: the hash of its text after IREE's input phase
+    Column("signature", String(64), nullable=False, index=True),
+    Column("target", String(400), nullable=False, index=True),
+    Column("iree_version", String(40), nullable=False),
+    Column("flags", Text),  # what the search ran under (an op: the model's flags; a model: its
+    # --base-flags / --flags): another question, another answer
+    Column("answer", Text),  # JSON: an op's winner and leaders; a model's flags and spec
+    Column("trials", Integer),
+    Column("speedup", Float), Column("speedup_ci_low", Float), Column("speedup_ci_high", Float),
+    Column("machine", String(200)), Column("session", String(200)),
+    Column("recorded_at", String(40)),
+)
 META = Table("store_meta", metadata, Column("name", String(40), primary_key=True),
              Column("value", String(200)))
-FIELDS = [c.name for c in RESULTS.columns if c.name not in ("id", "key")]
-KEY_FIELDS = ("signature", "target", "iree_version", "flags", "candidate", "session", "source")
+KEY_FIELDS = {RESULTS: ("signature", "target", "iree_version", "flags", "candidate", "session",
+                         "source"),
+              ANSWERS: ("scope", "signature", "target", "iree_version", "flags", "session")}
+# Each step takes a store from the version before it to its own.
+MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
+    (2, lambda connection: ANSWERS.create(connection, checkfirst=True)),
+]
 
 
 def default_url() -> str:
@@ -59,9 +84,13 @@ def default_url() -> str:
     return f"sqlite:///{compile_cache.default_dir().parent / 'results.sqlite'}"
 
 
-def record_key(record: dict) -> str:
-    return hashlib.sha256(json.dumps([str(record.get(k, "")) for k in KEY_FIELDS])
+def record_key(record: dict, table: Table = RESULTS) -> str:
+    return hashlib.sha256(json.dumps([str(record.get(k, "")) for k in KEY_FIELDS[table]])
                           .encode()).hexdigest()
+
+
+def fields(table: Table) -> list[str]:
+    return [c.name for c in table.columns if c.name not in ("id", "key")]
 
 
 def op_fields(op) -> dict:
@@ -96,56 +125,115 @@ class Store:
     engine: Engine
     url: str  # as given, without a password
 
-    def record(self, records: list[dict]) -> int:
+    def record(self, records: list[dict], table: Table = RESULTS) -> int:
         """Insert each record (unknown fields dropped), skipping keys already there; the
         number inserted. One transaction: all of them or none."""
         rows = []
         for record in records:
-            row = {k: _cell(record.get(k)) for k in FIELDS}
-            row["key"] = record_key(row)
+            row = {k: _cell(record.get(k)) for k in fields(table)}
+            row["key"] = record_key(row, table)
             rows.append(row)
         if not rows:
             return 0
         insert = _insert(self.engine)
         with self.engine.begin() as connection:
             # RETURNING counts the rows inserted on both engines (rowcount of a batch does not)
-            result = connection.execute(insert(RESULTS).on_conflict_do_nothing(
-                index_elements=["key"]).returning(RESULTS.c.key), rows)
+            result = connection.execute(insert(table).on_conflict_do_nothing(
+                index_elements=["key"]).returning(table.c.key), rows)
             return len(result.all())
 
-    def best(self, signature: str, target: str, iree_version: str, limit: int = 3) -> list[dict]:
+    def remember(self, answer: dict) -> bool:
+        """A finished search's answer (ANSWERS' fields; `answer` JSON-encoded here)."""
+        return self.record([{**answer, "answer": json.dumps(answer["answer"])}], ANSWERS) == 1
+
+    def answer(self, scope: str, signature: str, target: str, iree_version: str,
+               flags: str) -> dict | None:
+        """The latest answer to this question (its `answer` decoded), or None."""
+        query = (select(ANSWERS).where(ANSWERS.c.scope == scope, ANSWERS.c.signature == signature,
+                                       ANSWERS.c.target == target,
+                                       ANSWERS.c.iree_version == iree_version,
+                                       ANSWERS.c.flags == flags)
+                 .order_by(ANSWERS.c.recorded_at.desc(), ANSWERS.c.id.desc()).limit(1))
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        if row is None:
+            return None
+        try:
+            return {**row, "answer": json.loads(row["answer"])}
+        except (TypeError, ValueError):
+            return None
+
+    def best(self, signature: str, target: str, iree_version: str, flags: str, limit: int = 3,
+             names: list[str] | None = None) -> list[dict]:
         """The fastest verified candidates recorded for one op on one target with one IREE
-        version that beat IREE's default significantly when measured (the others are not
-        worth re-confirming): each candidate's best record, best first."""
-        query = (select(RESULTS).where(RESULTS.c.signature == signature,
-                                       RESULTS.c.target == target,
-                                       RESULTS.c.iree_version == iree_version,
-                                       RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT)
-                 .order_by(RESULTS.c.speedup.desc()))
-        chosen: dict[str, dict] = {}
-        with self.engine.connect() as connection:
-            for row in connection.execute(query).mappings():
-                if row["candidate"] not in chosen:
-                    chosen[row["candidate"]] = dict(row)
-                if len(chosen) == limit:
-                    break
-        return list(chosen.values())
+        version under the same flags: each candidate's best record, best first. Without
+        `names`, only those that beat IREE's default significantly when measured (the others
+        are not worth re-confirming); with `names`, those candidates whatever they measured."""
+        query = select(RESULTS).where(RESULTS.c.signature == signature, RESULTS.c.target == target,
+                                      RESULTS.c.iree_version == iree_version,
+                                      RESULTS.c.flags == flags)
+        query = (query.where(RESULTS.c.candidate.in_(names)) if names is not None else
+                 query.where(RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT))
+        return _best_per_candidate(self._all(query.order_by(RESULTS.c.speedup.desc())), limit)
 
-    def rows(self) -> list[dict]:
-        with self.engine.connect() as connection:
-            return [dict(r) for r in connection.execute(select(RESULTS).order_by(RESULTS.c.id))
-                    .mappings()]
+    def near(self, fields_of_op: dict, target: str, iree_version: str, flags: str,
+             ) -> list[dict]:
+        """Verified records of other ops of the same name, kind, element types and number of
+        loops, on this target and IREE version under the same flags, that beat IREE's default:
+        what a search of a nearby shape starts from."""
+        query = select(RESULTS).where(RESULTS.c.op_name == fields_of_op["op_name"],
+                                      RESULTS.c.kind == fields_of_op["kind"],
+                                      RESULTS.c.types == fields_of_op["types"],
+                                      RESULTS.c.signature != fields_of_op["signature"],
+                                      RESULTS.c.target == target,
+                                      RESULTS.c.iree_version == iree_version,
+                                      RESULTS.c.flags == flags,
+                                      RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT)
+        loops = len(json.loads(fields_of_op["loops"]))
+        return [r for r in self._all(query.order_by(RESULTS.c.speedup.desc()))
+                if len(json.loads(r["loops"] or "[]")) == loops]
 
-    def count(self) -> int:
+    def elsewhere(self, signature: str) -> list[tuple[str, str, int]]:
+        """(target, IREE version, records) of an op's results, for every target and version."""
+        query = (select(RESULTS.c.target, RESULTS.c.iree_version, func.count())
+                 .where(RESULTS.c.signature == signature)
+                 .group_by(RESULTS.c.target, RESULTS.c.iree_version))
         with self.engine.connect() as connection:
-            return len(connection.execute(select(RESULTS.c.id)).all())
+            return [(str(a), str(b), int(c)) for a, b, c in connection.execute(query).all()]
 
-    def merge(self, other: "Store") -> int:
-        """Every record of `other` not yet here; the number added."""
-        return self.record(other.rows())
+    def where(self, table: Table, **equal) -> list[dict]:
+        """The rows of `table` whose columns equal these values, oldest first."""
+        return self._all(select(table).where(*(table.c[k] == v for k, v in equal.items()))
+                         .order_by(table.c.id))
+
+    def _all(self, query) -> list[dict]:
+        with self.engine.connect() as connection:
+            return [dict(r) for r in connection.execute(query).mappings()]
+
+    def rows(self, table: Table = RESULTS) -> list[dict]:
+        return self.where(table)
+
+    def count(self, table: Table = RESULTS) -> int:
+        with self.engine.connect() as connection:
+            return int(connection.execute(select(func.count()).select_from(table)).scalar() or 0)
+
+    def merge(self, other: "Store") -> tuple[int, int]:
+        """Every result and answer of `other` not yet here; the numbers added."""
+        return (self.record(other.rows(RESULTS), RESULTS),
+                self.record(other.rows(ANSWERS), ANSWERS))
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _best_per_candidate(rows: list[dict], limit: int) -> list[dict]:
+    """Each candidate's first row (rows come best first), at most `limit` of them."""
+    chosen: dict[str, dict] = {}
+    for row in rows:
+        chosen.setdefault(row["candidate"], row)
+        if len(chosen) == limit:
+            break
+    return list(chosen.values())
 
 
 def _cell(value):
@@ -224,21 +312,32 @@ def _prepare(engine: Engine, shown: str) -> None:
     if not {"results", "store_meta"} <= tables:
         raise UserError(f"results store {shown}: not a store of this tool (tables "
                         f"{', '.join(sorted(tables))})")
+    version = _version(engine)
+    if version < 0 or version > SCHEMA_VERSION:
+        raise UserError(f"results store {shown}: schema version {version if version >= 0 else '?'}"
+                        f", this tool knows up to {SCHEMA_VERSION}")
+    for step, migrate in MIGRATIONS:
+        if step > int(version):
+            try:
+                with engine.begin() as connection:  # one step at a time, each all or nothing
+                    migrate(connection)
+                    connection.execute(META.update().where(META.c.name == "schema_version")
+                                       .values(value=str(step)))
+            except SQLAlchemyError:
+                if _version(engine) < step:  # not another opener's migration meanwhile
+                    raise
+    for table in (RESULTS, ANSWERS):
+        columns = {c["name"] for c in inspect(engine).get_columns(table.name)}
+        missing = sorted({c.name for c in table.columns} - columns)
+        if missing:
+            raise UserError(f"results store {shown}: the {table.name} table lacks "
+                            f"{', '.join(missing)}")
+
+
+
+def _version(engine: Engine) -> int:
+    """The store's schema version (-1: none readable)."""
     with engine.connect() as connection:
         version = connection.execute(select(META.c.value).where(
             META.c.name == "schema_version")).scalar()
-    if version is None or not str(version).isdigit() or int(version) > SCHEMA_VERSION:
-        raise UserError(f"results store {shown}: schema version {version}, this tool knows "
-                        f"up to {SCHEMA_VERSION}")
-    for step, statements in MIGRATIONS:
-        if step > int(version):
-            with engine.begin() as connection:
-                for statement in statements:
-                    connection.exec_driver_sql(statement)
-                connection.execute(META.update().where(META.c.name == "schema_version")
-                                   .values(value=str(step)))
-    columns = {c["name"] for c in inspect(engine).get_columns("results")}
-    missing = sorted({c.name for c in RESULTS.columns} - columns)
-    if missing:
-        raise UserError(f"results store {shown}: the results table lacks {', '.join(missing)}")
-
+    return int(version) if version is not None and str(version).isdigit() else -1

@@ -45,6 +45,9 @@ from iree_dispatch_profiler.tuning.space import (TILE_KNOBS, Point, Space, confi
 
 DEFAULT = "default"
 STORED = "from the results store: "  # the reason of a trial row that came from the store
+LEADERS = 3  # tile configs confirmed at the end of a search (and a flag point)
+NEAR_SHAPES = 2  # stored shapes whose winners seed a search
+NEAR_SHARE = 4  # a seeded search runs this fraction of --n-trial
 
 
 @dataclass
@@ -73,6 +76,7 @@ class Settings:
     function: str | None = None  # --model: the model's function
     top: int | None = None  # --model: tune the N costliest targets
     spec: Path | None = None  # --model: check this spec instead of tuning
+    spec_library: bool = False  # --spec holds entries for other models' ops too
     base_flags: str | None = None  # --model: tune under these flags instead of searching them
     list_only: bool = False
     timing_source: str = DEFAULT_SOURCE
@@ -143,25 +147,56 @@ class Tuner:
         self.session = f"{s.output.resolve()} {results.now()}"  # this run's session, in the store
         self.reused_seconds = 0.0
 
+    @property
+    def flags_text(self) -> str:
+        """The flags every candidate compiles with (a model's chosen ones): part of each
+        stored result's and answer's question."""
+        return " ".join(getattr(self, "base_flags", []))
+
+    def question(self, op) -> dict:
+        """What a stored result or answer must share to answer for `op` here."""
+        return {"signature": results.op_fields(op)["signature"], "flags": self.flags_text,
+                "target": results.target_fields(self.target.resolved_cpu())["target"],
+                "iree_version": self.tools.version()}
+
+    def store_failed(self, error: Exception) -> None:
+        """The store went away: said once, and the run goes on without it."""
+        if self.store is not None:
+            self.log(f"warning: results store {self.store.url}: {type(error).__name__}: "
+                     f"{str(error).splitlines()[0] if str(error) else ''}; no longer used")
+        self.store = None
+
     def keep(self, op, rows: list[dict]) -> None:
-        """Verified, timed trials into the results store as they finish (a failing store is
-        said once and left)."""
+        """Verified, timed trials into the results store as they finish."""
         if self.store is None:
             return
         shared = results.context(op, self.target.resolved_cpu(), self.tools.version(),
                                  self.session, self.timed_on, self.source)
-        flags = " ".join(getattr(self, "base_flags", []))
         records = [{**row, **shared,
-                    "flags": " ".join(f for f in (flags, str(row.get("flags", ""))) if f),
+                    "flags": " ".join(f for f in (self.flags_text, str(row.get("flags", "")))
+                                      if f),
                     "configuration": json.dumps({k: row[k] for k in TILE_KNOBS if k in row},
                                                 default=int)}
                    for row in rows if row.get("status") == OK]
         try:
             self.store.record(records)
-        except Exception as error:  # the store went away: the run goes on without it
-            self.log(f"warning: results store {self.store.url}: {type(error).__name__}: "
-                     f"{str(error).splitlines()[0] if str(error) else ''}; no longer recording")
-            self.store = None
+        except Exception as error:
+            self.store_failed(error)
+
+    def remember(self, scope: str, question: dict, answer: dict, trials: int,
+                 speedup: stats.Estimate | None) -> None:
+        """A finished search's answer into the store: asked again, it is re-confirmed."""
+        if self.store is None:
+            return
+        try:
+            self.store.remember({**question, "scope": scope, "answer": answer, "trials": trials,
+                                 "speedup": speedup.median if speedup else None,
+                                 "speedup_ci_low": speedup.low if speedup else None,
+                                 "speedup_ci_high": speedup.high if speedup else None,
+                                 "machine": self.timed_on, "session": self.session,
+                                 "recorded_at": results.now()})
+        except Exception as error:
+            self.store_failed(error)
 
     def store_summary(self, reused: int, ops: int) -> str:
         """Which answers came from the store, and what that saved."""
@@ -172,26 +207,63 @@ class Tuner:
                  f"; no answer reused ({ops} searched)")
         return f"Results store: {self.store.url} ({self.store.count()} results){saved}"
 
-    def stored(self, op, space: Space) -> list[dict]:
-        """The store's best verified candidates for this op, target and IREE version that this
-        run's space holds, as trial rows (status ok): what a search would have found."""
+    def stored(self, op, space: Space) -> tuple[list[dict], dict | None]:
+        """What the store knows of this op here: the candidates to re-confirm, as trial rows
+        (status ok), and the answer of an earlier search at least as long as this run's (None:
+        none; then the candidates are those whose measured interval cleared IREE's default)."""
         if self.store is None:
-            return []
-        try:
-            found = self.store.best(results.op_fields(op)["signature"],
-                                    results.target_fields(self.target.resolved_cpu())["target"],
-                                    self.tools.version())
-        except Exception as error:
-            self.log(f"warning: results store {self.store.url}: {type(error).__name__}; "
-                     "searching")
-            return []
+            return [], None
+        question = self.question(op)
         points = {p.name: p for p in space.points}
-        return [{**trial_row(op, points[r["candidate"]], i, "store"), "status": OK,
+        try:
+            answer = self.store.answer("op", **question)
+            if answer is not None and (answer["trials"] or 0) < min(self.s.n_trial,
+                                                                  len(space.tiles)):
+                answer = None  # a shorter search than asked for: search
+            names = None if answer is None else [n for n in answer["answer"].get("leaders", [])
+                                                 if n in points]
+            found = self.store.best(**question, limit=len(names) if names else LEADERS,
+                                    names=names)
+            if not found and answer is None:
+                self.say_elsewhere(op, question)
+        except Exception as error:
+            self.store_failed(error)
+            return [], None
+        rows = [{**trial_row(op, points[r["candidate"]], i, "store"), "status": OK,
                  "verified": "yes",
                  **{k: r[k] for k in ("median_ms", "ci_low_ms", "ci_high_ms", "speedup",
                                       "speedup_ci_low", "speedup_ci_high", "default_ms")},
                  "reason": f"{STORED}{r['recorded_at']} on {r['machine']}"}
                 for i, r in enumerate(x for x in found if x["candidate"] in points)]
+        return rows, answer
+
+    def say_elsewhere(self, op, question: dict) -> None:
+        """One line when the store knows the op only on other targets or IREE versions."""
+        assert self.store is not None
+        other = [(t, v, n) for t, v, n in self.store.elsewhere(question["signature"])
+                 if (t, v) != (question["target"], question["iree_version"])]
+        if other:
+            versions = sorted({v for _, v, _ in other} - {question["iree_version"]})
+            cpus = sorted({t.split()[0] for t, _, _ in other if t != question["target"]})
+            self.log(f"op {op.index}: the results store has {sum(n for *_, n in other)} results "
+                     "for this op, from " + " and ".join(
+                         x for x in (f"IREE {', '.join(versions)}" if versions else "",
+                                     f"CPU {', '.join(cpus)}" if cpus else "") if x)
+                     + f", not IREE {question['iree_version']} on this CPU: searching")
+
+    def near(self, op, space: Space) -> list[Point]:
+        """This space's points nearest to the stored winners of the nearest shapes of the same
+        kind and types (NEAR_SHAPES of them, LEADERS each): where a search starts."""
+        if self.store is None:
+            return []
+        question = self.question(op)
+        try:
+            found = self.store.near(results.op_fields(op), question["target"],
+                                    question["iree_version"], question["flags"])
+        except Exception as error:
+            self.store_failed(error)
+            return []
+        return near_points(op, found, space)
 
     def calibrate_start(self) -> None:
         """This session's first calibration, said against the last session of the run it
@@ -360,27 +432,79 @@ class OpResult:
     best_tile: Point | None = None
     winner: str = DEFAULT  # what to use: a candidate name or DEFAULT
     reused: bool = False  # the answer came from the results store, re-confirmed
+    complete: bool = True  # its search ran to its limit (not cut by --time-budget)
+
+
+def near_points(op, found: list[dict], space: Space) -> list[Point]:
+    """The points of `space` nearest to the winners (LEADERS each, best first) of the
+    NEAR_SHAPES stored shapes nearest to `op` (in log2 of each loop bound)."""
+    by_shape: dict[str, list[dict]] = {}
+    for row in found:  # best first
+        by_shape.setdefault(row["signature"], []).append(row)
+
+    def distance(rows: list[dict]) -> float:
+        theirs = json.loads(rows[0]["loops"])
+        return sum(abs(math.log2(a / b)) for a, b in zip(op.loops, theirs) if a > 0 and b > 0)
+
+    points: list[Point] = []
+    for rows in sorted(by_shape.values(), key=distance)[:NEAR_SHAPES]:
+        for row in rows[:LEADERS]:
+            point = space.nearest(json.loads(row["configuration"] or "{}"))
+            if point is not None and point not in points:
+                points.append(point)
+    return points
 
 
 def reuse(tuner: Tuner, op, space: Space) -> OpResult | None:
     """The store's answer for `op`, re-confirmed against IREE's default in one short session;
-    None when there is none or it no longer wins (then the op is searched)."""
-    stored = tuner.stored(op, space)
-    if not stored:
+    None when there is none or it no longer holds (then the op is searched). An earlier
+    search's answer holds when the re-confirmation agrees with it (IREE's default included);
+    candidates without one, when one of them still wins."""
+    stored, answer = tuner.stored(op, space)
+    if not stored and answer is None:
         return None
     start = time.perf_counter()
     result = OpResult(op, space, stored, reused=True)
-    confirm(tuner, result)
+    if stored:
+        confirm(tuner, result)
     seconds = time.perf_counter() - start
-    if result.winner == DEFAULT:
+    said = answer["answer"].get("winner") if answer else None
+    if result.winner == DEFAULT and said != DEFAULT:
         tuner.log(f"op {op.index}: the results store's {len(stored)} candidates no longer beat "
                   f"{tuner.reference} here ({seconds:.1f} s): searching")
         return None
     tuner.reused_seconds += seconds
-    tuner.log(f"op {op.index}: answer from the results store "
-              f"({stored[0]['reason'].removeprefix(STORED)}), "
-              f"re-confirmed in {seconds:.1f} s; the search ({tuner.s.n_trial} trials) skipped")
+    where = (f"searched in {answer['trials']} trials on {answer['recorded_at']} on "
+             f"{answer['machine']}" if answer else stored[0]["reason"].removeprefix(STORED))
+    tuner.log(f"op {op.index}: answer from the results store ({where}), re-confirmed in "
+              f"{seconds:.1f} s; the search ({tuner.s.n_trial} trials) skipped")
     return result
+
+
+def remember(tuner: Tuner, result: OpResult) -> None:
+    """A searched op's answer (its winner or IREE's default, and the leaders it confirmed),
+    standing for --n-trial trials when its search ran to its limit (a seeded one too)."""
+    if result.reused:
+        return
+    winner = result.confirmed.get(result.winner)
+    tuner.remember("op", tuner.question(result.op),
+                   {"winner": result.winner,
+                    "leaders": [n for n in result.confirmed if n != DEFAULT]},
+                   tuner.s.n_trial if result.complete else len(result.rows),
+                   winner.speedup if winner is not None else None)
+
+
+def seeded(tuner: Tuner, op, space: Space) -> int:
+    """The op's trial limit: --n-trial, or a NEAR_SHARE of it (at least a batch) when the
+    store's winners of nearby shapes seed its search (they are tried first)."""
+    space.near = tuner.near(op, space)
+    if not space.near:
+        return tuner.s.n_trial
+    limit = min(tuner.s.n_trial, max(tuner.s.batch_size, math.ceil(tuner.s.n_trial / NEAR_SHARE)))
+    tuner.log(f"op {op.index}: {len(space.near)} config(s) from the results store's nearest "
+              f"shapes of this op seed its search ({', '.join(p.name for p in space.near)}); "
+              f"{limit} trials instead of {tuner.s.n_trial}")
+    return limit
 
 
 def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialWriter,
@@ -490,7 +614,6 @@ def run_batch(tuner: Tuner, op, points: list[Point], first_trial: int) -> list[d
 
 
 # --------------------------------------------------------------------------------------------
-LEADERS = 3
 
 
 def confirm(tuner: Tuner, result: OpResult) -> None:

@@ -16,7 +16,8 @@ from iree_dispatch_profiler.iree.config_check import configuration_applied
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.tuning.plots import progress_plot
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, Tuner,
-                                                  confirm, report, reuse, search)
+                                                  confirm, remember, report, reuse, search,
+                                                  seeded)
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, best_so_far, load_trials
 from iree_dispatch_profiler.tuning import kinds as tuned_kinds
 from iree_dispatch_profiler.tuning import space as tuning_space
@@ -90,12 +91,13 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
         if reused is not None:
             results.append(reused)
             continue
-        rows = search(tuner, op, space, earlier, writer, deadline)
-        results.append(OpResult(op, space, rows))
+        rows = search(tuner, op, space, earlier, writer, deadline, seeded(tuner, op, space))
+        results.append(OpResult(op, space, rows, complete=time.perf_counter() < deadline))
     answers = []
     for result in results:
         if not result.reused:
             confirm(tuner, result)
+            remember(tuner, result)
         op = result.op
         answers.append({"op": op.index, "name": op.name, "shape": op.shape, "types": op.types,
                         "lines": report(tuner, result)})

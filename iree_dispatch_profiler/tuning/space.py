@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from typing import Any
+from dataclasses import dataclass, field
 
 from iree_dispatch_profiler.core.library import CpuTarget, DataType, TuningConfiguration
 from iree_dispatch_profiler.iree import tunable
@@ -67,6 +68,12 @@ class Point:
         return cpu_tiles.Mmt4dTile(self.tile_m // self.vector_m, self.tile_n // self.vector_n,
                                    self.vector_m, self.vector_n, self.tile_k)
 
+    @classmethod
+    def of(cls, knobs: dict) -> "Point":
+        """The tile point of these knob values (a stored configuration's; missing ones 0)."""
+        values: dict[str, Any] = {k: int(knobs.get(k, 0) or 0) for k in TILE_KNOBS}
+        return cls(**values)
+
     def knobs(self) -> dict:
         """A tile point's knob values (none for a flag point)."""
         return {} if self.is_flags else {k: getattr(self, k) for k in TILE_KNOBS}
@@ -77,6 +84,7 @@ class Space:
     op: TunableOp
     cpu: CpuTarget
     points: list[Point]
+    near: list[Point] = field(default_factory=list)  # what won on nearby shapes (the store's)
 
     @property
     def tiles(self) -> list[Point]:
@@ -84,14 +92,29 @@ class Space:
 
     @property
     def seeds(self) -> list[Point]:
-        """Tile points tried first, like flag points: the best-ranked data-tiled config with and
-        without ukernels (one family of a dozen points in hundreds, and on large GEMMs the
-        fastest: a strategy learns of it at once)."""
+        """Tile points tried first, like flag points: the winners of nearby shapes, then the
+        best-ranked data-tiled config with and without ukernels (one family of a dozen points
+        in hundreds, and on large GEMMs the fastest: a strategy learns of it at once)."""
         firsts: dict[int, Point] = {}
         for point in self.tiles:
             if point.data_tiling:
                 firsts.setdefault(point.data_tiling, point)
-        return list(firsts.values())
+        return list(dict.fromkeys([*self.near, *firsts.values()]))
+
+    def nearest(self, knobs: dict) -> Point | None:
+        """The tile point closest to another shape's knobs: the same where this space has it,
+        else the one nearest in log2 of each tile (a knob on in one and off in the other
+        counts one)."""
+        def distance(point: Point) -> float:
+            total = 0.0
+            for knob in TILE_KNOBS:
+                mine, theirs = getattr(point, knob), int(knobs.get(knob, 0) or 0)
+                if knob in ("peel", "data_tiling") or not (mine > 0 and theirs > 0):
+                    total += float(mine != theirs)
+                else:
+                    total += abs(math.log2(mine) - math.log2(theirs))
+            return total
+        return min(self.tiles, key=distance, default=None)
 
     def features(self, point: Point) -> list[float]:
         return features(self.op, point, self.cpu.l2_cache_bytes)

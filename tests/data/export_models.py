@@ -223,6 +223,9 @@ MODELS = {
                         "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1"),
     "encoder_block": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024), BENCHMARKS,
                            "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1"),
+    # the encoder block at twice the sequence: a related model (benchmarks/bench_store.py)
+    "encoder_block_s256": Model(lambda: EncoderBlock(4), encoder_args(256, 256, 1024), BENCHMARKS,
+                                "encoder block: seq 256, d 256, 4 heads, FFN 1024, batch 1"),
     "causal_block": Model(lambda: EncoderBlock(8, causal=True), encoder_args(512, 256, 2048),
                           BENCHMARKS, "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048"),
     "resnet_stage_b1": Model(ResNetStage, stage_args(1), BENCHMARKS,

@@ -2,6 +2,7 @@
 phase a module that hands the next what it found.
 
   baseline     IREE's default compiled, its dispatch roots, the inputs and its outputs
+  stored       the results store's answer for this model, re-confirmed instead of tuned
   flag_search  IREE's module flags on the whole model; the chosen set is adopted
   ranking      the dispatches by their share of the model's time; the hot tuning targets
   budget       the targets tuned inside the model by the engine's search, trials spread by
@@ -25,8 +26,8 @@ from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, confirm,
-                                                  report, reuse)
-from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, verdict
+                                                  remember, report, reuse, seeded)
+from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, stored, verdict
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget, lower
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
 
@@ -50,6 +51,12 @@ def run_model(s: Settings, toolchain: Toolchain) -> int:
 def tune(tuner: ModelTuner, cpu) -> int:
     s = tuner.s
     default_roots = baseline(tuner)
+    if not s.list_only and s.spec is None:
+        known = stored.reuse(tuner, default_roots)
+        if known is not None:
+            result, in_spec, rows = known
+            tuner.log(tuner.store_summary(1, 1))
+            return verdict.conclude(tuner, rows, result, in_spec)
     flags = flag_search.FlagChoice(None)
     # --list ranks the dispatches of IREE's default, quickly; a given spec is checked under
     # IREE's default flags or --base-flags
@@ -69,6 +76,7 @@ def tune(tuner: ModelTuner, cpu) -> int:
     configs = final.winners(tuner, results, by_number, roots)
     result, in_spec = final.settle(tuner, configs, by_number, flags.chosen, roots)
     status = verdict.conclude(tuner, rows, result, in_spec, {r.op.index: len(r.rows) for r in results})
+    stored.remember(tuner, result, in_spec, all(r.complete for r in results))
     if result.spec is not None and result.speedup is not None and result.outputs_ok:
         flag_search.retry_failed_flags(tuner, flags.failed, result.spec)
     return status
@@ -107,13 +115,15 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
             report(tuner, reused)
             results.append(reused)
         else:
-            tasks.append(budget.Task(target, space))
+            tasks.append(budget.Task(target, space, seeded(tuner, target.op, space)))
     budget.schedule(tuner, tasks, earlier, writer, deadline)
     log(tuner.store_summary(len(results), len(results) + len(tasks)))
     for task in tasks:
         tuner.focus = task.target.dispatches
-        result = OpResult(task.target.op, task.space, task.rows)
+        result = OpResult(task.target.op, task.space, task.rows,
+                          complete=time.perf_counter() < deadline)
         confirm(tuner, result)
+        remember(tuner, result)
         report(tuner, result)
         results.append(result)
     return results

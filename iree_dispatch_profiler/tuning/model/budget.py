@@ -3,7 +3,8 @@ gradient-based task scheduler does: each target first gets a warm-up, then each 
 goes to the target whose next trials are expected to save the most model time. That is its
 time now (its dispatches' time under IREE, divided by the best verified speedup so far) times
 the relative gain of its last batch, plus an exploration floor that every target keeps. The total
-is --n-trial per target, as without a scheduler; one target takes at most CAP times that."""
+is --n-trial per target, as without a scheduler (less for a target whose search the results
+store seeds); one target takes at most CAP times its own."""
 from __future__ import annotations
 
 import time
@@ -25,6 +26,7 @@ CAP = 3
 class Task:
     target: TuningTarget
     space: Space
+    limit: int  # its share of the trials: --n-trial, or less when the store seeds it
     rows: list[dict] = field(default_factory=list)
     # the best speedup before its first batch (IREE's own config: 1) and after each batch
     bests: list[float] = field(default_factory=lambda: [1.0])
@@ -50,20 +52,19 @@ def schedule(tuner: ModelTuner, tasks: list[Task], earlier: pd.DataFrame, writer
              deadline: float) -> None:
     """Each task's trials, by expected gain, in its `rows`; the allocation logged."""
     s = tuner.s
-    total = s.n_trial * len(tasks)
-    warm_up = min(s.n_trial, max(s.batch_size, s.n_trial // WARM_UP))
+    total = sum(t.limit for t in tasks)
 
     def run(task: Task, trials: int, first: bool) -> None:
         tuner.focus = task.target.dispatches  # the candidates' time: these dispatches'
         before = len(task.rows)
         task.rows = search(tuner, task.target.op, task.space,
                            earlier if first else pd.DataFrame(task.rows), writer, deadline,
-                           limit=min(len(task.rows) + trials, CAP * s.n_trial), resumed=first)
+                           limit=min(len(task.rows) + trials, CAP * task.limit), resumed=first)
         task.bests.append(task.best)
-        task.done = len(task.rows) == before or len(task.rows) >= CAP * s.n_trial
+        task.done = len(task.rows) == before or len(task.rows) >= CAP * task.limit
 
     for task in tasks:
-        run(task, warm_up, first=True)
+        run(task, min(task.limit, max(s.batch_size, task.limit // WARM_UP)), first=True)
     while time.perf_counter() < deadline:
         spent = sum(len(t.rows) for t in tasks)
         open_tasks = [t for t in tasks if not t.done]

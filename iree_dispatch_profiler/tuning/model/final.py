@@ -93,7 +93,12 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                                                                   f"{SPEC_FLAG}={spec.resolve()}"])
         if tuned.reason:
             raise UserError(f"the model does not compile with {spec}: {tuned.reason}")
-        problems = check_spec(entries, default_roots, tuned_roots)
+        problems = check_spec(entries, default_roots, tuned_roots, tuner.s.spec_library)
+        if tuner.s.spec_library:
+            matching = [e.name for e in entries if e.matcher is not None and any(
+                e.matcher.accepts(r.name, r.operand_types) for r in default_roots.values())]
+            tuner.log(f"Tuning spec {spec.name}, a library of {len(entries)} entries: "
+                      f"{len(matching)} match this model's dispatches ({', '.join(matching)})")
         check = answer_agreement(tuner, tuned)
         builds.update({"flags": tuner.default} if flags is not None else {})
         builds["tuned"] = tuned

@@ -5,15 +5,17 @@ from __future__ import annotations
 from iree_dispatch_profiler.core.library import TuningConfiguration
 from iree_dispatch_profiler.tuning.spec import Entry
 
-def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict) -> list[str]:
+def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict,
+               library: bool = False) -> list[str]:
     """Problems: an entry whose matcher matches no dispatch, matches others than it is meant
     for, or matches one its config did not reach; a dispatch that changed config with no entry
     matching it. An entry is attributed to the dispatches whose root op its matcher accepts (so
     two entries may hand out the same config); one whose matcher we cannot read, to the
-    dispatches that got its config."""
+    dispatches that got its config. A `library` (a CPU's default spec, with entries for the ops
+    of many models) may hold entries this model has no op for; not one matching is a problem."""
     from iree.compiler import ir
 
-    problems, touched = [], set()
+    problems, touched, unmatched = [], set(), 0
     with ir.Context() as context:
         for entry in entries:
             wanted = str(ir.Attribute.parse(entry.config.lowering_config, context))
@@ -24,7 +26,9 @@ def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict) -> 
             intended = set(entry.intended)
             touched |= matched | intended
             if not matched:
-                problems.append(f"spec entry {entry.name} matches no dispatch")
+                unmatched += 1
+                if not library:
+                    problems.append(f"spec entry {entry.name} matches no dispatch")
             elif intended and matched - intended:
                 problems.append(f"spec entry {entry.name} also configures "
                                 f"{', '.join(sorted(matched - intended))}")
@@ -35,6 +39,8 @@ def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict) -> 
                if d in default_roots and root.lowering_config != default_roots[d].lowering_config}
     for dispatch in sorted(changed - touched):
         problems.append(f"dispatch {dispatch} changed config without a spec entry for it")
+    if library and entries and unmatched == len(entries):
+        problems.append(f"none of the spec's {len(entries)} entries matches a dispatch")
     return problems
 
 
