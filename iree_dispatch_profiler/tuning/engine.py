@@ -145,7 +145,9 @@ class Tuner:
         self.machine_start: MachineState | None = None
         self.store = results.open_optional(s.store, log)
         self.session = f"{s.output.resolve()} {results.now()}"  # this run's session, in the store
-        self.reused_seconds = 0.0
+        self.started = time.perf_counter()
+        self.reused_seconds = 0.0  # re-confirming the store's answers
+        self.searched_seconds = 0.0  # what those answers' searches took when they ran
 
     @property
     def flags_text(self) -> str:
@@ -202,8 +204,10 @@ class Tuner:
         """Which answers came from the store, and what that saved."""
         if self.store is None:
             return "Results store: none"
+        took = (f" (their searches took {self.searched_seconds:.0f} s)"
+                if self.searched_seconds else "")
         saved = (f"; {reused} of {ops} answered from it, re-confirmed in "
-                 f"{self.reused_seconds:.1f} s instead of searched" if reused else
+                 f"{self.reused_seconds:.1f} s instead of searched{took}" if reused else
                  f"; no answer reused ({ops} searched)")
         return f"Results store: {self.store.url} ({self.store.count()} results){saved}"
 
@@ -433,6 +437,7 @@ class OpResult:
     winner: str = DEFAULT  # what to use: a candidate name or DEFAULT
     reused: bool = False  # the answer came from the results store, re-confirmed
     complete: bool = True  # its search ran to its limit (not cut by --time-budget)
+    seconds: float = 0.0  # its search and confirmation took
 
 
 def near_points(op, found: list[dict], space: Space) -> list[Point]:
@@ -474,8 +479,12 @@ def reuse(tuner: Tuner, op, space: Space) -> OpResult | None:
                   f"{tuner.reference} here ({seconds:.1f} s): searching")
         return None
     tuner.reused_seconds += seconds
-    where = (f"searched in {answer['trials']} trials on {answer['recorded_at']} on "
-             f"{answer['machine']}" if answer else stored[0]["reason"].removeprefix(STORED))
+    searched = float(answer["answer"].get("seconds", 0.0)) if answer else 0.0
+    tuner.searched_seconds += searched
+    where = (f"searched in {answer['trials']} trials" + (f" and {searched:.0f} s" if searched
+                                                         else "")
+             + f" on {answer['recorded_at']} on {answer['machine']}" if answer
+             else stored[0]["reason"].removeprefix(STORED))
     tuner.log(f"op {op.index}: answer from the results store ({where}), re-confirmed in "
               f"{seconds:.1f} s; the search ({tuner.s.n_trial} trials) skipped")
     return result
@@ -489,7 +498,8 @@ def remember(tuner: Tuner, result: OpResult) -> None:
     winner = result.confirmed.get(result.winner)
     tuner.remember("op", tuner.question(result.op),
                    {"winner": result.winner,
-                    "leaders": [n for n in result.confirmed if n != DEFAULT]},
+                    "leaders": [n for n in result.confirmed if n != DEFAULT],
+                    "seconds": round(result.seconds, 1)},
                    tuner.s.n_trial if result.complete else len(result.rows),
                    winner.speedup if winner is not None else None)
 

@@ -91,12 +91,16 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
         if reused is not None:
             results.append(reused)
             continue
+        began = time.perf_counter()
         rows = search(tuner, op, space, earlier, writer, deadline, seeded(tuner, op, space))
-        results.append(OpResult(op, space, rows, complete=time.perf_counter() < deadline))
+        results.append(OpResult(op, space, rows, complete=time.perf_counter() < deadline,
+                                seconds=time.perf_counter() - began))
     answers = []
     for result in results:
         if not result.reused:
+            began = time.perf_counter()
             confirm(tuner, result)
+            result.seconds += time.perf_counter() - began
             remember(tuner, result)
         op = result.op
         answers.append({"op": op.index, "name": op.name, "shape": op.shape, "types": op.types,

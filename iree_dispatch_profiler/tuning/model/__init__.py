@@ -116,13 +116,19 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
             results.append(reused)
         else:
             tasks.append(budget.Task(target, space, seeded(tuner, target.op, space)))
+    began = time.perf_counter()
     budget.schedule(tuner, tasks, earlier, writer, deadline)
+    searched, trials = time.perf_counter() - began, sum(len(t.rows) for t in tasks) or 1
     log(tuner.store_summary(len(results), len(results) + len(tasks)))
     for task in tasks:
         tuner.focus = task.target.dispatches
+        # the budget interleaves the targets: each is credited its share of the trials' time
         result = OpResult(task.target.op, task.space, task.rows,
-                          complete=time.perf_counter() < deadline)
+                          complete=time.perf_counter() < deadline,
+                          seconds=searched * len(task.rows) / trials)
+        began = time.perf_counter()
         confirm(tuner, result)
+        result.seconds += time.perf_counter() - began
         remember(tuner, result)
         report(tuner, result)
         results.append(result)

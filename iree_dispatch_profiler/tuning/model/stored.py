@@ -42,7 +42,8 @@ def remember(tuner: ModelTuner, result: ModelResult, targets: set[int], complete
     spec = result.spec.read_text() if result.spec is not None else None
     flags = result.flags
     answer = {"flags": [flags.name, flags.flags, flags.why] if flags else None, "spec": spec,
-              "targets": sorted(targets)}
+              "targets": sorted(targets),
+              "seconds": round(time.perf_counter() - tuner.started, 1)}  # the whole tuning
     tuner.remember(SCOPE, question(tuner), answer, tuner.s.n_trial if complete else 0,
                    result.speedup)
 
@@ -93,11 +94,13 @@ def reuse(tuner: ModelTuner, default_roots: dict,
                                                             Tuner.reference)
         return None
     tuner.reused_seconds += seconds
+    tuner.searched_seconds += float(answer.get("seconds", 0.0))
     shown = (f"flags {flags.name if flags else 'none'}, "
              f"{'a spec of ' + str(len(entries)) + ' entries' if spec else 'no spec'}")
     log(f"Answer from the results store ({shown}; tuned with {found['trials']} trials per target "
-        f"on {found['recorded_at']} on {found['machine']}), re-confirmed in {seconds:.1f} s: the "
-        "flag search and the targets' search skipped")
+        f"in {float(answer.get('seconds', 0.0)):.0f} s on {found['recorded_at']} on "
+        f"{found['machine']}), re-confirmed in {seconds:.1f} s: the flag search and the targets' "
+        "search skipped")
     total = sum(result.default_ms.values()) or 1.0
     rows = [{"dispatch": d, "target": "", "share": ms / total,
              "root": roots[d].name if d in roots else "",

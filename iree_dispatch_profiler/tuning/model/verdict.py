@@ -206,7 +206,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     write_summary(paths.model_summary, tuner.facts, dispatches,
                   [inputs, *verdict_lines(result), answer_line(result, script), *result.problems])
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
-    log(f"Report: {report_path}; plot: {plot}; ranking: {paths.ranking}")
+    log(f"Report: {report_path}; plot: {plot}"
+        + (f"; ranking: {paths.ranking}" if paths.ranking.is_file() else ""))
     log.timings()
     log(tuner.builder.summary())
     return 0 if result.outputs_ok and not result.problems else 1
