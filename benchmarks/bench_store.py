@@ -91,20 +91,20 @@ def main() -> int:
     print(f"Store {store}; autotune.py --model --n-trial {args.n_trial}; logs in {work}")
 
     first, lines = autotune("--input", model, *common, "--store", store, "--output",
-                            work / "first.csv", log=work / "first.log")
+                            work / "first.csv", log=work / "first.out")
     print(f"\n1. {args.model}, first tuning (empty store): {first:.0f} s\n{shown(lines)}")
     second, lines = autotune("--input", model, *common, "--store", store, "--output",
-                             work / "second.csv", log=work / "second.log")
+                             work / "second.csv", log=work / "second.out")
     print(f"\n2. {args.model}, second tuning: {second:.1f} s = {second / first:.1%} of the "
           f"first\n{shown(lines)}")
 
     seeded, lines = autotune("--input", related, *common, "--store", store, "--output",
-                             work / "related_store.csv", log=work / "related_store.log")
+                             work / "related_store.csv", log=work / "related_store.out")
     seeds = [line for line in lines if "seed its search" in line]
     print(f"\n3. {args.related} with the store: {seeded:.0f} s ({len(seeds)} target(s) seeded)"
           f"\n{shown(lines)}")
     alone, lines = autotune("--input", related, *common, "--store=off", "--output",
-                            work / "related_alone.csv", log=work / "related_alone.log")
+                            work / "related_alone.csv", log=work / "related_alone.out")
     print(f"   {args.related} without it: {alone:.0f} s\n{shown(lines)}")
     print(f"   wall time: with the store {seeded:.0f} s, without {alone:.0f} s: "
           f"{alone / seeded:.2f}x faster with it")
@@ -134,7 +134,7 @@ def main() -> int:
         extra = [f"--base-flags={flags}"] if flags else []
         checked, lines = autotune("--input", model, "--model", "--spec", spec, "--spec-library",
                                   *extra, "--store=off", "--output", work / "checked.csv",
-                                  log=work / "checked.log")
+                                  log=work / "checked.out")
         print(f"   applied to {args.model} ({checked:.0f} s):\n{shown(lines)}")
     return 0
 

@@ -119,6 +119,19 @@ def test_a_sentinel_is_sampled_every_round_and_only_watched():
     assert result.outcomes["fast"].speedup.median == pytest.approx(2.0)
 
 
+def test_a_re_confirmation_stops_once_its_candidate_is_settled_and_not_before():
+    """A noisy bystander (never precise) would hold the rounds to the budget; the asked-about
+    candidate's significant speedup ends them. One within the minimum effect does not."""
+    def run(asked_ms):
+        base, asked = Fake("default", noisy(10, 0.01, 500, 3)), Fake("answer", noisy(asked_ms, 0.01, 500, 4))
+        bystander = Fake("data_tiling", noisy(10, 0.4, 500, 5))
+        return measure([base.candidate, asked.candidate, bystander.candidate], "default",
+                       Protocol(time_budget=60, max_rounds=60, settle="answer"))
+    assert run(5.0).rounds == Protocol.min_rounds  # 2x: settled at the first check
+    assert run(9.9).rounds == 60  # 1%: never significant, so the rounds run on
+    assert run(5.0).outcomes["answer"].speedup.low > 1.5
+
+
 def test_protocol_drops_a_failing_candidate_and_measures_the_rest():
     good = Fake("default", [10.0] * 100)
     bad = Fake("c1", [5.0, 5.0, -1, -1] + [5.0] * 100)  # fails, and fails again

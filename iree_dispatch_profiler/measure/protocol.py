@@ -23,6 +23,9 @@ class Protocol:
     min_rounds: int = 6
     max_rounds: int = 500
     remeasures: int = 2  # how often a drift may restart the rounds
+    # A re-confirmation asks one question: does this candidate still differ from the baseline?
+    # Its rounds stop once that candidate's speedup is significant either way.
+    settle: str | None = None
 
 
 @dataclass
@@ -126,7 +129,7 @@ def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Pro
                 result.drift, since_restart = "re-measured", len(result.timed()[0].samples)
                 continue
             _estimate(result, protocol, runtimes=False)
-            if all(o.precision_reached for o in result.timed()):
+            if all(o.precision_reached for o in result.timed()) or _settled(result, protocol):
                 break
         if on_round is not None:
             on_round(result)
@@ -151,6 +154,12 @@ def _keep_last_third(result: Measurement) -> None:
     watched = [result.sentinel] if result.sentinel and result.sentinel.samples else []
     for outcome in result.timed() + watched:
         outcome.samples = outcome.samples[-(len(outcome.samples) // 3):]
+
+
+def _settled(result: Measurement, protocol: Protocol) -> bool:
+    asked = result.outcomes.get(protocol.settle) if protocol.settle else None
+    return (asked is not None and asked.speedup is not None
+            and stats.significant(asked.speedup, stats.MIN_EFFECT))
 
 
 def _estimate(result: Measurement, protocol: Protocol, runtimes: bool) -> None:

@@ -47,7 +47,7 @@ DEFAULT = "default"
 STORED = "from the results store: "  # the reason of a trial row that came from the store
 LEADERS = 3  # tile configs confirmed at the end of a search (and a flag point)
 NEAR_SHAPES = 2  # stored shapes whose winners seed a search
-NEAR_SHARE = 4  # a seeded search runs this fraction of --n-trial
+NEAR_SHARE = 8  # a seeded search runs this fraction of --n-trial (a batch: the seeds, mostly)
 
 
 @dataclass

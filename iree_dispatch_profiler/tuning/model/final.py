@@ -54,10 +54,10 @@ class ModelResult:
 
 
 def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
-               ) -> tuple[dict[str, Outcome], dict[str, Benchmark]]:
+               settle: str | None = None) -> tuple[dict[str, Outcome], dict[str, Benchmark]]:
     """The whole model's builds, and IREE's data tiling beside them, in interleaved rounds
-    against IREE's default. A vmfb shared by two names (data tiling chosen as the flags) is
-    timed once and reported under both."""
+    against IREE's default (until `settle`'s speedup is significant, when given). A vmfb shared
+    by two names (data tiling chosen as the flags) is timed once and reported under both."""
     tiling = tuner.data_tiling_build()
     builds = {DEFAULT: tuner.iree_default, **builds}
     if not tiling.reason:
@@ -70,7 +70,8 @@ def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
                if first[build.vmfb] == name}
     start = time.perf_counter()
     measured = measure([Candidate(n, b.sample) for n, b in benches.items()], DEFAULT,
-                       Protocol(time_budget=seconds))
+                       Protocol(time_budget=seconds,
+                                settle=settle if settle in benches else None))
     tuner.log.phase("model", time.perf_counter() - start)
     outcomes = dict(measured.outcomes)
     for name, build in builds.items():
@@ -80,9 +81,10 @@ def time_model(tuner: ModelTuner, builds: dict[str, Build], seconds: float,
 
 def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, flags: FlagSet | None,
                   default_roots: dict, targets_by_number: dict[int, TuningTarget],
-                  seconds: float) -> ModelResult:
+                  seconds: float, settle: bool = False) -> ModelResult:
     """Compile the model with the flags and the spec together, check every entry, verify, and
-    time it against IREE's default, its data tiling and the flags alone in interleaved rounds.
+    time it against IREE's default, its data tiling and the flags alone in interleaved rounds
+    (with `settle`, a re-confirmation: until the answer's speedup is significant either way).
     Without a spec the answer is the flags alone (verified by the flag search); without
     either, IREE's default is timed beside its data tiling."""
     problems, builds, check = [], {}, None
@@ -106,7 +108,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
         shutil.copyfile(tuner.default.vmfb, answer)
         check = answer_agreement(tuner, tuner.default)
         builds["tuned"] = tuner.default
-    outcome, benches = time_model(tuner, builds, seconds)
+    outcome, benches = time_model(tuner, builds, seconds, "tuned" if settle else None)
     # Each dispatch before and after the spec: under the flags alone, and with the spec.
     final = "tuned" if "tuned" in benches else DEFAULT
     reference = "flags" if "flags" in benches else DEFAULT if spec is not None else final

@@ -78,7 +78,8 @@ def reuse(tuner: ModelTuner, default_roots: dict,
         spec = s.paths.tuning_spec
         spec.write_text(answer["spec"])
         entries = tuning_spec.read_entries(spec)
-    result = final.measure_model(tuner, entries, spec, flags, roots, {}, s.confirm_seconds)
+    result = final.measure_model(tuner, entries, spec, flags, roots, {}, s.confirm_seconds,
+                                 settle=True)
     seconds = time.perf_counter() - start
     speedup = result.speedup
     holds = not result.problems and result.outputs_ok and (not result.answer or (
