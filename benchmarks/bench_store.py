@@ -7,8 +7,8 @@
      searches seeded by the stored winners of the nearest shapes) and without it (--store=off):
      wall times, and the two answers' whole calls timed with IREE's default in one interleaved
      session (median ms [95%]), the seeded answer against the unseeded one;
-  4. store.py spec: the CPU's default spec from the store, applied to MODEL and checked
-     (autotune.py --model --spec ... --spec-library).
+  4. store.py spec: the CPU's default spec from the store (under the flags RELATED was tuned
+     under), applied to RELATED and checked (autotune.py --model --spec ... --spec-library).
 
   python benchmarks/bench_store.py [--n-trial 32] [--model encoder_block]
                                    [--related encoder_block_s256] [--work-dir DIR]
@@ -123,19 +123,20 @@ def main() -> int:
         print(f"     with the store against without: "
               f"{stats.direction(stats.speedup(a.samples, b.samples))}")
 
+    # the CPU's spec for the flags the related model was tuned under, applied to that model
+    chosen = TuningPaths(work / "related_store.csv").best_flags
+    flags = chosen.read_text().strip() if chosen.is_file() else ""
     spec = work / "cpu_spec.mlir"
     made = subprocess.run([sys.executable, str(ROOT / "store.py"), "spec", "--store", store,
-                           "--output", str(spec)], cwd=ROOT, capture_output=True, text=True)
-    print(f"\n4. store.py spec --output {spec.name} (exit {made.returncode})\n"
+                           "--output", str(spec), f"--flags={flags}"],
+                          cwd=ROOT, capture_output=True, text=True)
+    print(f"\n4. store.py spec --output {spec.name} --flags='{flags}' (exit {made.returncode})\n"
           + "\n".join(f"    {line}" for line in (made.stdout + made.stderr).splitlines()))
     if made.returncode == 0:
-        flags = next((line.split("--base-flags=", 1)[1].strip('"') for line in
-                      made.stdout.splitlines() if "--base-flags=" in line), None)
-        extra = [f"--base-flags={flags}"] if flags else []
-        checked, lines = autotune("--input", model, "--model", "--spec", spec, "--spec-library",
-                                  *extra, "--store=off", "--output", work / "checked.csv",
-                                  log=work / "checked.out")
-        print(f"   applied to {args.model} ({checked:.0f} s):\n{shown(lines)}")
+        checked, lines = autotune("--input", related, "--model", "--spec", spec, "--spec-library",
+                                  f"--base-flags={flags}", "--store=off", "--output",
+                                  work / "checked.csv", log=work / "checked.out")
+        print(f"   applied to {args.related} ({checked:.0f} s):\n{shown(lines)}")
     return 0
 
 

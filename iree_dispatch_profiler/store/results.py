@@ -176,18 +176,17 @@ class Store:
                  query.where(RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT))
         return _best_per_candidate(self._all(query.order_by(RESULTS.c.speedup.desc())), limit)
 
-    def near(self, fields_of_op: dict, target: str, iree_version: str, flags: str,
-             ) -> list[dict]:
+    def near(self, fields_of_op: dict, target: str, iree_version: str) -> list[dict]:
         """Verified records of other ops of the same name, kind, element types and number of
-        loops, on this target and IREE version under the same flags, that beat IREE's default:
-        what a search of a nearby shape starts from."""
+        loops, on this target and IREE version, that beat IREE's default, best first: what a
+        search of a nearby shape starts from (under any flags: a seed is only a first guess,
+        built and measured anew)."""
         query = select(RESULTS).where(RESULTS.c.op_name == fields_of_op["op_name"],
                                       RESULTS.c.kind == fields_of_op["kind"],
                                       RESULTS.c.types == fields_of_op["types"],
                                       RESULTS.c.signature != fields_of_op["signature"],
                                       RESULTS.c.target == target,
                                       RESULTS.c.iree_version == iree_version,
-                                      RESULTS.c.flags == flags,
                                       RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT)
         loops = len(json.loads(fields_of_op["loops"]))
         return [r for r in self._all(query.order_by(RESULTS.c.speedup.desc()))

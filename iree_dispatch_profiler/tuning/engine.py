@@ -263,7 +263,7 @@ class Tuner:
         question = self.question(op)
         try:
             found = self.store.near(results.op_fields(op), question["target"],
-                                    question["iree_version"], question["flags"])
+                                    question["iree_version"])
         except Exception as error:
             self.store_failed(error)
             return []
