@@ -350,6 +350,11 @@ def test_answers_are_reused_nearby_shapes_seeded_a_cpu_spec_written_and_bad_stor
     assert spec.returncode == 0, spec.stdout + spec.stderr
     assert "IREE loads it" in spec.stdout and "linalg.matmul m=1024 n=512 k=256" in spec.stdout
     assert "match_op0_matmul" in (tmp_path / "cpu.mlir").read_text()
+    # another CPU (resolved by IREE, as a cross-compile would): the store holds nothing for it
+    arm = run_script("store.py", "spec", "--store", store, "--output", tmp_path / "arm.mlir",
+                     "--cpu", "neoverse-n1", "--target-triple", "aarch64-unknown-linux-gnu")
+    assert arm.returncode == 2 and "on neoverse-n1 with IREE" in arm.stderr, arm.stderr
+    assert not (tmp_path / "arm.mlir").exists()
     # the same store from another IREE version: said in one line, and the op searched
     older = tmp_path / "older.sqlite"
     shutil.copy(store_file, older)
