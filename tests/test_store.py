@@ -239,6 +239,21 @@ def check_killed_writer(url: str, folder: Path) -> None:
     assert len(stored - committed) <= 1
 
 
+def test_openers_of_a_new_store_see_all_its_tables_or_none(tmp_path):
+    """Processes opening one new SQLite store at once: each sees the tables another creates all
+    at once (SQLite's DDL is transactional once Python's sqlite3 leaves transactions to us)."""
+    opener = "import sys\nfrom iree_dispatch_profiler.store.results import open_store\n" \
+             "open_store(sys.argv[1]).close()\n"
+    script = tmp_path / "opener.py"
+    script.write_text(opener)
+    for attempt in range(6):
+        url = f"sqlite:///{tmp_path / f'new{attempt}.sqlite'}"
+        openers = [subprocess.Popen([sys.executable, str(script), url], stderr=subprocess.PIPE,
+                                    text=True) for _ in range(6)]
+        errors = [p.communicate(timeout=120)[1] for p in openers]
+        assert all(p.returncode == 0 for p in openers), [e for e in errors if e][:1]
+
+
 def test_sqlite_concurrent_writers_lose_and_duplicate_nothing(tmp_path):
     url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
     check_concurrent_writers(url, tmp_path)

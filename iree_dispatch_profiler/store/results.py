@@ -275,6 +275,15 @@ def open_store(url: str | None = None) -> Store:
                 # several writers at once; a killed writer leaves the last commit intact
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA busy_timeout=60000")
+                # Python's sqlite3 commits before DDL on its own: a new store's tables would
+                # appear one by one to another opener. Our own BEGIN below instead.
+                connection.isolation_level = None
+
+            @event.listens_for(engine, "begin")
+            def _begin(connection):
+                # the write lock first (waiting for it): a transaction that read, then writes,
+                # never fails on a snapshot another writer made stale meanwhile
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
         _prepare(engine, shown)
     except UserError:
         raise
@@ -299,12 +308,13 @@ def open_optional(url: str | None, say) -> Store | None:
 def _prepare(engine: Engine, shown: str) -> None:
     """Create the tables of a new store; check and migrate an existing one."""
     if not inspect(engine).get_table_names():
-        try:  # tables and version in one transaction: another opener sees both or neither
+        try:  # tables and version in one transaction: another opener sees all or none
             with engine.begin() as connection:
-                metadata.create_all(connection)
-                connection.execute(META.insert().values(name="schema_version",
-                                                        value=str(SCHEMA_VERSION)))
-            return
+                if not inspect(connection).get_table_names():  # not made while we waited
+                    metadata.create_all(connection)
+                    connection.execute(META.insert().values(name="schema_version",
+                                                            value=str(SCHEMA_VERSION)))
+                    return
         except SQLAlchemyError:
             pass  # another process created the store meanwhile: check it as any other
     tables = set(inspect(engine).get_table_names())
