@@ -61,7 +61,7 @@ def test_records_are_kept_once_and_the_best_come_first(tmp_path):
     for other_question in (("sig", "t", "3.14", ""), ("sig", "other", "3.13", ""),
                            ("sig", "t", "3.13", "--iree-opt-data-tiling")):
         assert store.best(*other_question) == []
-    assert store.elsewhere("sig") == [("t", "3.13", 5)]
+    assert store.counts(("target", "iree_version"), signature="sig") == [("t", "3.13", 5)]
     other = open_store(f"sqlite:///{tmp_path / 'other.sqlite'}")
     other.record([record(3), record(9, "elsewhere")])
     answer = {"scope": "op", "signature": "sig", "target": "t", "iree_version": "3.13",

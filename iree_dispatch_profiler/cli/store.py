@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -28,7 +27,7 @@ from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.iree.target import resolve_target
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.store import results
-from iree_dispatch_profiler.store.results import ANSWERS, RESULTS
+from iree_dispatch_profiler.store.results import ANSWERS
 from iree_dispatch_profiler.tuning import default_spec
 
 
@@ -62,13 +61,12 @@ def as_url(text: str) -> str:
 
 
 def summary(store: results.Store) -> None:
-    rows = store.rows(RESULTS)
-    answers = store.rows(ANSWERS)
-    print(f"Results store {store.url}: {len(rows)} results of {len({r['signature'] for r in rows})}"
-          f" ops, {len(answers)} answers")
-    by = Counter((r["target"].split()[0], r["iree_version"], r["source"]) for r in rows)
-    for (cpu, version, source), count in sorted(by.items()):
-        print(f"  {cpu:<18} IREE {version:<14} {source:<6} {count:>6} results")
+    by = store.counts(("target", "iree_version", "source"))
+    ops = len(store.counts(("signature",)))
+    print(f"Results store {store.url}: {sum(n for *_, n in by)} results of {ops} ops, "
+          f"{store.count(ANSWERS)} answers")
+    for target, version, source, count in sorted(by):
+        print(f"  {target.split()[0]:<18} IREE {version:<14} {source:<6} {count:>6} results")
 
 
 def write_spec(store: results.Store, args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import compile_cache
+from iree_dispatch_profiler.iree.tunable import TunableOp
 
 SCHEMA_VERSION = 2
 OFF = "off"
@@ -102,6 +103,15 @@ def op_fields(op) -> dict:
             "op_name": op.name, "shape": op.shape, "types": op.types,
             "loops": json.dumps(loops), "dims": json.dumps(dims),
             "operand_types": json.dumps(list(op.operand_types))}
+
+
+def op_of(record: dict, index: int = 0) -> TunableOp:
+    """The op a stored record was measured on, as the tuner read it: op_fields read back."""
+    element, accumulator = (x.strip() for x in str(record["types"]).split("->"))
+    return TunableOp(index, "", record["op_name"], record["kind"],
+                     tuple(json.loads(record["loops"])),
+                     tuple((d, tuple(p)) for d, p in json.loads(record["dims"])),
+                     tuple(json.loads(record["operand_types"])), element, accumulator)
 
 
 def target_fields(cpu) -> dict:
@@ -192,13 +202,14 @@ class Store:
         return [r for r in self._all(query.order_by(RESULTS.c.speedup.desc()))
                 if len(json.loads(r["loops"] or "[]")) == loops]
 
-    def elsewhere(self, signature: str) -> list[tuple[str, str, int]]:
-        """(target, IREE version, records) of an op's results, for every target and version."""
-        query = (select(RESULTS.c.target, RESULTS.c.iree_version, func.count())
-                 .where(RESULTS.c.signature == signature)
-                 .group_by(RESULTS.c.target, RESULTS.c.iree_version))
+    def counts(self, columns: tuple[str, ...], **equal) -> list[tuple]:
+        """Results counted by `columns` (those whose columns equal `equal`): tuples of the
+        columns' values, then the count."""
+        grouped = [RESULTS.c[c] for c in columns]
+        query = (select(*grouped, func.count())
+                 .where(*(RESULTS.c[k] == v for k, v in equal.items())).group_by(*grouped))
         with self.engine.connect() as connection:
-            return [(str(a), str(b), int(c)) for a, b, c in connection.execute(query).all()]
+            return [tuple(row) for row in connection.execute(query).all()]
 
     def where(self, table: Table, **equal) -> list[dict]:
         """The rows of `table` whose columns equal these values, oldest first."""

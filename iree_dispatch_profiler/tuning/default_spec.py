@@ -14,8 +14,8 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import Target, TuningConfiguration
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.iree.process import run
-from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.tunable import TunableOp
+from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.store import results
 from iree_dispatch_profiler.store.results import ANSWERS, RESULTS, Store
 from iree_dispatch_profiler.tuning import spec as tuning_spec
@@ -45,14 +45,6 @@ class Chosen:
                 f"({r['source']}, {r['recorded_at']} on {r['machine']})")
 
 
-def stored_op(record: dict, index: int) -> TunableOp:
-    """The op a stored result was measured on, as the tuner read it (results.op_fields)."""
-    element, accumulator = (x.strip() for x in str(record["types"]).split("->"))
-    return TunableOp(index, "", record["op_name"], record["kind"], tuple(json.loads(record["loops"])),
-                     tuple((d, tuple(p)) for d, p in json.loads(record["dims"])),
-                     tuple(json.loads(record["operand_types"])), element, accumulator)
-
-
 def choose(store: Store, target: str, iree_version: str, flags: str,
            ) -> tuple[list[Chosen], list[str]]:
     """Each op's entry, best first, and a line for each op left out."""
@@ -65,7 +57,7 @@ def choose(store: Store, target: str, iree_version: str, flags: str,
     left_out: list[str] = []
     for signature, rows in by_op.items():
         rows.sort(key=lambda r: -(r["speedup"] or 0.0))
-        op = stored_op(rows[0], len(chosen))
+        op = results.op_of(rows[0], len(chosen))
         about = f"{op.name} {op.shape} ({op.types})"
         answer = answers.get(signature)
         winner = json.loads(answer["answer"] or "{}").get("winner") if answer else None

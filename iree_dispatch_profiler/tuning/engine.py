@@ -244,7 +244,8 @@ class Tuner:
     def say_elsewhere(self, op, question: dict) -> None:
         """One line when the store knows the op only on other targets or IREE versions."""
         assert self.store is not None
-        other = [(t, v, n) for t, v, n in self.store.elsewhere(question["signature"])
+        counted = self.store.counts(("target", "iree_version"), signature=question["signature"])
+        other = [(t, v, n) for t, v, n in counted
                  if (t, v) != (question["target"], question["iree_version"])]
         if other:
             versions = sorted({v for _, v, _ in other} - {question["iree_version"]})
