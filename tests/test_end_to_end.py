@@ -27,8 +27,9 @@ def has_avx512() -> bool:
 
 
 CPUS = ["host"] + (["haswell"] if X86 and has_avx512() else [])
-# every data type on this machine's CPU; on haswell, one float and one mixed type
-DATA_TYPES = {"host": "f32t_f32t_f32t,f16t_f16t_f16t,i8t_i8t_i32t,bf16t_bf16n_f32t",
+# one type of each element width on this machine's CPU (f16 is test_operations'); on
+# haswell, one float and one mixed type
+DATA_TYPES = {"host": "f32t_f32t_f32t,i8t_i8t_i32t,bf16t_bf16n_f32t",
               "haswell": "f32t_f32t_f32t,bf16t_bf16n_f32t"}
 
 
@@ -81,7 +82,7 @@ def test_requested_tile_configs_are_applied_and_defaults_say_na(sweep):
     data = pd.read_csv(sweep[3])
     tiled = data[data["Configuration"].str.startswith("tile_config_")]
     types = data["Operation"].str.split("_", n=2).str[2].nunique()
-    assert types in (2, 4) and len(tiled) >= 8 * types  # the 67x131x64 operation of each type
+    assert types in (2, 3) and len(tiled) >= 8 * types  # the 67x131x64 operation of each type
     assert (tiled["Config applied"] == "yes").all()
     assert (data[~data.index.isin(tiled.index)]["Config applied"] == "n.a.").all()
 

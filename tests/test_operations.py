@@ -32,11 +32,12 @@ def breadth(tmp_path_factory):
          "--problem-k=64", "--problem-b=2"],
         ["--operation-kind=split_k_matmul", "--problem-m=64", "--problem-n=64",
          "--problem-k=8192", "--split-k-slices=4"],
-        # strided, padded conv (too small for tile configs) and one that gets them
+        # strided, padded conv of every data type (too small for tile configs) and one that
+        # gets them (the types are the first conv's: one is enough here)
         ["--operation-kind=conv2d", "--input-n=2", "--input-h=12", "--input-w=13", "--input-c=8",
          "--filter-h=3", "--filter-w=3", "--filter-f=16", "--stride=2", "--padding=1"],
         ["--operation-kind=conv2d", "--input-n=2", "--input-h=10", "--input-w=10", "--input-c=8",
-         "--filter-h=3", "--filter-w=3", "--filter-f=16"],
+         "--filter-h=3", "--filter-w=3", "--filter-f=16", "--data-types=f32"],
         # batch 1: IREE folds the unit dimension and drops the requested config
         ["--operation-kind=conv2d", "--input-n=1", "--input-h=10", "--input-w=10", "--input-c=8",
          "--filter-h=3", "--filter-w=3", "--filter-f=16", "--data-types=f32"],

@@ -132,6 +132,25 @@ def test_a_re_confirmation_stops_once_its_candidate_is_settled_and_not_before():
     assert run(5.0).outcomes["answer"].speedup.low > 1.5
 
 
+def test_a_confirmation_stops_once_its_choice_is_decided_and_not_before():
+    """A clear leader ends the rounds while a noisy bystander is still imprecise; two leaders
+    within the minimum effect of each other, or a leader within it of the baseline, do not."""
+    def run(leader_ms, runner_ms):
+        base = Fake("default", noisy(10, 0.01, 500, 3))
+        leader, runner = Fake("a", noisy(leader_ms, 0.01, 500, 4)), Fake("b", noisy(runner_ms, 0.01, 500, 6))
+        bystander = Fake("c", noisy(30, 0.4, 500, 5))
+        return measure([base.candidate, leader.candidate, runner.candidate, bystander.candidate],
+                       "default", Protocol(time_budget=60, max_rounds=60, decide=True))
+    assert run(5.0, 8.0).rounds == Protocol.min_rounds  # 2x, and 1.6x ahead of the runner-up
+    assert run(20.0, 25.0).rounds == Protocol.min_rounds  # all slower: the default stays
+    assert run(5.0, 5.02).rounds == 60  # which of two to use is never clear
+    assert run(9.9, 12.0).rounds == 60  # 1% over the baseline: never significant
+    plain = Protocol(time_budget=60, max_rounds=60)
+    assert measure([Fake("default", noisy(10, 0.01, 500, 3)).candidate,
+                    Fake("a", noisy(5, 0.01, 500, 4)).candidate,
+                    Fake("c", noisy(30, 0.4, 500, 5)).candidate], "default", plain).rounds == 60
+
+
 def test_protocol_drops_a_failing_candidate_and_measures_the_rest():
     good = Fake("default", [10.0] * 100)
     bad = Fake("c1", [5.0, 5.0, -1, -1] + [5.0] * 100)  # fails, and fails again

@@ -129,7 +129,7 @@ def measured(op, point, speedup: float, low: float, session: str = "s") -> dict:
 def test_nearby_shapes_seed_and_the_default_spec_takes_each_ops_best(tmp_path):
     from iree_dispatch_profiler.tuning import default_spec
     from iree_dispatch_profiler.tuning import spec as tuning_spec
-    from iree_dispatch_profiler.tuning.engine import near_points
+    from iree_dispatch_profiler.tuning.engine import near_points, nearest_kept
     from iree_dispatch_profiler.tuning.space import Point, build
 
     from helpers import AVX2
@@ -159,6 +159,14 @@ def test_nearby_shapes_seed_and_the_default_spec_takes_each_ops_best(tmp_path):
     # the winners of the two nearest shapes (64 rows; then 128 or 256 rows, not 1024), best first
     assert near_points(matmul(9, 96), near, space) == [good, fair]
     assert near_points(matmul(9, 2048), near, space) == [fair, good]  # 1024 rows first
+    # What the nearest answered shapes concluded: 128 rows kept the default, 256 did not.
+    answers = store.near_answers(results.op_fields(matmul(9, 96)), "t", "3.13")
+    assert sorted(r["loops"] for r in answers) == ["[128, 128, 256]", "[256, 256, 256]"]
+    assert store.near_answers(results.op_fields(kept), "t", "3.13")[0]["loops"] == "[256, 256, 256]"
+    only_kept = [r for r in answers if r["loops"].startswith("[128")]
+    assert nearest_kept(matmul(9, 128, 128), only_kept, 32) == 1
+    assert nearest_kept(matmul(9, 96), answers, 32) == 0  # the second nearest won with flags
+    assert nearest_kept(matmul(9, 128, 128), only_kept, 64) == 0  # a shorter search says less
 
     chosen, left_out = default_spec.choose(store, "t", "3.13", "")
     assert [(c.op.name, c.op.shape, c.point) for c in chosen] == [

@@ -26,6 +26,9 @@ class Protocol:
     # A re-confirmation asks one question: does this candidate still differ from the baseline?
     # Its rounds stop once that candidate's speedup is significant either way.
     settle: str | None = None
+    # A confirmation asks which candidate to use: its rounds stop once the fastest one's
+    # speedup is significant either way and, when faster, it beats the runner-up significantly.
+    decide: bool = False
 
 
 @dataclass
@@ -158,8 +161,22 @@ def _keep_last_third(result: Measurement) -> None:
 
 def _settled(result: Measurement, protocol: Protocol) -> bool:
     asked = result.outcomes.get(protocol.settle) if protocol.settle else None
-    return (asked is not None and asked.speedup is not None
-            and stats.significant(asked.speedup, stats.MIN_EFFECT))
+    if asked is not None:
+        return asked.speedup is not None and stats.significant(asked.speedup, stats.MIN_EFFECT)
+    return protocol.decide and _decided(result)
+
+
+def _decided(result: Measurement) -> bool:
+    """The fastest candidate is significantly faster or slower than the baseline and, when
+    faster, significantly faster than the runner-up: more rounds would not change the choice."""
+    ranked = sorted(((o.speedup, o) for o in result.timed() if o.speedup is not None),
+                    key=lambda pair: -pair[0].median)
+    if not ranked or not stats.significant(ranked[0][0], stats.MIN_EFFECT):
+        return False
+    if ranked[0][0].median < 1 or len(ranked) == 1:
+        return True
+    return stats.significant(stats.speedup(ranked[1][1].samples, ranked[0][1].samples),
+                             stats.MIN_EFFECT)
 
 
 def _estimate(result: Measurement, protocol: Protocol, runtimes: bool) -> None:

@@ -191,16 +191,41 @@ class Store:
         loops, on this target and IREE version, that beat IREE's default, best first: what a
         search of a nearby shape starts from (under any flags: a seed is only a first guess,
         built and measured anew)."""
-        query = select(RESULTS).where(RESULTS.c.op_name == fields_of_op["op_name"],
-                                      RESULTS.c.kind == fields_of_op["kind"],
-                                      RESULTS.c.types == fields_of_op["types"],
-                                      RESULTS.c.signature != fields_of_op["signature"],
-                                      RESULTS.c.target == target,
-                                      RESULTS.c.iree_version == iree_version,
-                                      RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT)
+        query = self._near(fields_of_op, target, iree_version).where(
+            RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT)
         loops = len(json.loads(fields_of_op["loops"]))
         return [r for r in self._all(query.order_by(RESULTS.c.speedup.desc()))
                 if len(json.loads(r["loops"] or "[]")) == loops]
+
+    def near_answers(self, fields_of_op: dict, target: str, iree_version: str) -> list[dict]:
+        """The op answers of those other ops (as `near` finds them, whatever they measured),
+        each with its op's `loops`, latest first: what nearby shapes' searches concluded."""
+        loops = len(json.loads(fields_of_op["loops"]))
+        shapes = {r["signature"]: r["loops"] for r in self._all(
+            self._near(fields_of_op, target, iree_version)
+            .with_only_columns(RESULTS.c.signature, RESULTS.c.loops).distinct())
+            if len(json.loads(r["loops"] or "[]")) == loops}
+        query = (select(ANSWERS).where(ANSWERS.c.scope == "op", ANSWERS.c.target == target,
+                                       ANSWERS.c.iree_version == iree_version,
+                                       ANSWERS.c.signature.in_(list(shapes)))
+                 .order_by(ANSWERS.c.recorded_at.desc(), ANSWERS.c.id.desc()))
+        found = []
+        for row in self._all(query):
+            try:
+                found.append({**row, "answer": json.loads(row["answer"]),
+                              "loops": shapes[row["signature"]]})
+            except (TypeError, ValueError):
+                continue
+        return found
+
+    @staticmethod
+    def _near(fields_of_op: dict, target: str, iree_version: str):
+        return select(RESULTS).where(RESULTS.c.op_name == fields_of_op["op_name"],
+                                     RESULTS.c.kind == fields_of_op["kind"],
+                                     RESULTS.c.types == fields_of_op["types"],
+                                     RESULTS.c.signature != fields_of_op["signature"],
+                                     RESULTS.c.target == target,
+                                     RESULTS.c.iree_version == iree_version)
 
     def counts(self, columns: tuple[str, ...], **equal) -> list[tuple]:
         """Results counted by `columns` (those whose columns equal `equal`): tuples of the

@@ -270,6 +270,20 @@ class Tuner:
             return []
         return near_points(op, found, space)
 
+    def kept_nearby(self, op, space: Space) -> int:
+        """How many of the NEAR_SHAPES stored shapes nearest to `op` (of those with answers)
+        kept their default after searches at least as long as this one's; 0 unless all did."""
+        if self.store is None:
+            return 0
+        question = self.question(op)
+        try:
+            found = self.store.near_answers(results.op_fields(op), question["target"],
+                                            question["iree_version"])
+        except Exception as error:
+            self.store_failed(error)
+            return 0
+        return nearest_kept(op, found, min(self.s.n_trial, len(space.tiles)))
+
     def calibrate_start(self) -> None:
         """This session's first calibration, said against the last session of the run it
         resumes, and recorded at once in X_machine.json (a killed session keeps its start)."""
@@ -419,11 +433,13 @@ class Tuner:
             return WRONG, f"outputs differ from IREE's default: {check.detail}", check
         return OK, "", check
 
-    def time(self, builds: list[Build], function: str, seconds: float) -> dict:
-        """Interleaved rounds of the default and `builds`: name -> Outcome."""
+    def time(self, builds: list[Build], function: str, seconds: float,
+             decide: bool = False) -> dict:
+        """Interleaved rounds of the default and `builds`: name -> Outcome (with `decide`,
+        until the choice among them is clear: Protocol.decide)."""
         timers = {b.name: self.benchmark(b, function) for b in [self.default, *builds]}
         measured = measure([Candidate(name, t.sample) for name, t in timers.items()], DEFAULT,
-                           Protocol(time_budget=seconds))
+                           Protocol(time_budget=seconds, decide=decide))
         self.sources.update({name: t.source for name, t in timers.items()})
         return measured.outcomes
 
@@ -441,6 +457,24 @@ class OpResult:
     seconds: float = 0.0  # its search and confirmation took
 
 
+def distance(op, loops: str) -> float:
+    """How far a stored shape (its loop bounds, JSON) is from `op`'s: in log2 of each bound."""
+    return sum(abs(math.log2(a / b)) for a, b in zip(op.loops, json.loads(loops))
+               if a > 0 and b > 0)
+
+
+def nearest_kept(op, answers: list[dict], enough: int) -> int:
+    """How many of the NEAR_SHAPES answered shapes nearest to `op` (Store.near_answers, latest
+    first) kept their default after at least `enough` trials; 0 unless all of them did."""
+    latest: dict[str, dict] = {}
+    for row in answers:
+        latest.setdefault(row["signature"], row)
+    nearest = sorted(latest.values(), key=lambda r: distance(op, r["loops"]))[:NEAR_SHAPES]
+    kept = all(r["answer"].get("winner") == DEFAULT and (r["trials"] or 0) >= enough
+               for r in nearest)
+    return len(nearest) if kept else 0
+
+
 def near_points(op, found: list[dict], space: Space) -> list[Point]:
     """The points of `space` nearest to the winners (LEADERS each, best first) of the
     NEAR_SHAPES stored shapes nearest to `op` (in log2 of each loop bound)."""
@@ -448,12 +482,8 @@ def near_points(op, found: list[dict], space: Space) -> list[Point]:
     for row in found:  # best first
         by_shape.setdefault(row["signature"], []).append(row)
 
-    def distance(rows: list[dict]) -> float:
-        theirs = json.loads(rows[0]["loops"])
-        return sum(abs(math.log2(a / b)) for a, b in zip(op.loops, theirs) if a > 0 and b > 0)
-
     points: list[Point] = []
-    for rows in sorted(by_shape.values(), key=distance)[:NEAR_SHAPES]:
+    for rows in sorted(by_shape.values(), key=lambda r: distance(op, r[0]["loops"]))[:NEAR_SHAPES]:
         for row in rows[:LEADERS]:
             point = space.nearest(json.loads(row["configuration"] or "{}"))
             if point is not None and point not in points:
@@ -507,15 +537,23 @@ def remember(tuner: Tuner, result: OpResult) -> None:
 
 def seeded(tuner: Tuner, op, space: Space) -> int:
     """The op's trial limit: --n-trial, or a NEAR_SHARE of it (at least a batch) when the
-    store's winners of nearby shapes seed its search (they are tried first)."""
+    store's winners of nearby shapes seed its search (they are tried first), or when the
+    nearest shapes' searches all kept their default."""
     space.near = tuner.near(op, space)
-    if not space.near:
-        return tuner.s.n_trial
     limit = min(tuner.s.n_trial, max(tuner.s.batch_size, math.ceil(tuner.s.n_trial / NEAR_SHARE)))
-    tuner.log(f"op {op.index}: {len(space.near)} config(s) from the results store's nearest "
-              f"shapes of this op seed its search ({', '.join(p.name for p in space.near)}); "
-              f"{limit} trials instead of {tuner.s.n_trial}")
-    return limit
+    if space.near:
+        tuner.log(f"op {op.index}: {len(space.near)} config(s) from the results store's nearest "
+                  f"shapes of this op seed its search ({', '.join(p.name for p in space.near)}); "
+                  f"{limit} trials instead of {tuner.s.n_trial}")
+        return limit
+    # Nothing beat the default on the nearest shapes: a short search checks that here too.
+    kept = tuner.kept_nearby(op, space)
+    if kept:
+        tuner.log(f"op {op.index}: the results store's {kept} nearest shape(s) of this op kept "
+                  f"their default after full searches; {limit} trials instead of "
+                  f"{tuner.s.n_trial}")
+        return limit
+    return tuner.s.n_trial
 
 
 def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialWriter,
@@ -650,7 +688,7 @@ def confirm(tuner: Tuner, result: OpResult) -> None:
             continue
         builds.append(build)
     start = time.perf_counter()
-    result.confirmed = tuner.time(builds, op.function, tuner.s.confirm_seconds)
+    result.confirmed = tuner.time(builds, op.function, tuner.s.confirm_seconds, decide=True)
     tuner.log.phase("confirm", time.perf_counter() - start)
     speedup = {n: o.speedup.median for n, o in result.confirmed.items() if o.speedup is not None}
     tiles = [n for n in speedup if not n.startswith("flags_")]

@@ -118,7 +118,8 @@ def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
                 timed.append(build)
         rows.append(row)
     start = time.perf_counter()
-    outcomes = tuner.time(timed, tuner.function, tuner.s.confirm_seconds) if timed else {}
+    outcomes = (tuner.time(timed, tuner.function, tuner.s.confirm_seconds, decide=True)
+                if timed else {})
     log.phase("flags", time.perf_counter() - start)
     for row in rows:
         outcome = outcomes.get(f"model_{row['name']}")
