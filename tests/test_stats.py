@@ -133,17 +133,19 @@ def test_a_re_confirmation_stops_once_its_candidate_is_settled_and_not_before():
 
 
 def test_a_confirmation_stops_once_its_choice_is_decided_and_not_before():
-    """A clear leader ends the rounds while a noisy bystander is still imprecise; two leaders
-    within the minimum effect of each other, or a leader within it of the baseline, do not."""
-    def run(leader_ms, runner_ms):
+    """A clear leader ends the rounds while a noisy bystander is still imprecise, and so does a
+    runner-up shown within the minimum effect of it; a runner-up that may still beat it by
+    more, or a leader within the minimum effect of the baseline, does not."""
+    def run(leader_ms, runner_ms, cv=0.01):
         base = Fake("default", noisy(10, 0.01, 500, 3))
-        leader, runner = Fake("a", noisy(leader_ms, 0.01, 500, 4)), Fake("b", noisy(runner_ms, 0.01, 500, 6))
+        leader, runner = Fake("a", noisy(leader_ms, cv, 500, 4)), Fake("b", noisy(runner_ms, cv, 500, 6))
         bystander = Fake("c", noisy(30, 0.4, 500, 5))
         return measure([base.candidate, leader.candidate, runner.candidate, bystander.candidate],
                        "default", Protocol(time_budget=60, max_rounds=60, decide=True))
     assert run(5.0, 8.0).rounds == Protocol.min_rounds  # 2x, and 1.6x ahead of the runner-up
     assert run(20.0, 25.0).rounds == Protocol.min_rounds  # all slower: the default stays
-    assert run(5.0, 5.02).rounds == 60  # which of two to use is never clear
+    assert run(5.0, 5.02).rounds == Protocol.min_rounds  # tied within 1%: either will do
+    assert run(5.0, 5.02, cv=0.05).rounds > Protocol.min_rounds  # at first, b may be 3% faster
     assert run(9.9, 12.0).rounds == 60  # 1% over the baseline: never significant
     plain = Protocol(time_budget=60, max_rounds=60)
     assert measure([Fake("default", noisy(10, 0.01, 500, 3)).candidate,

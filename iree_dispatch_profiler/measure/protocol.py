@@ -27,7 +27,7 @@ class Protocol:
     # Its rounds stop once that candidate's speedup is significant either way.
     settle: str | None = None
     # A confirmation asks which candidate to use: its rounds stop once the fastest one's
-    # speedup is significant either way and, when faster, it beats the runner-up significantly.
+    # speedup is significant either way and, when faster, no other can beat it by 3%.
     decide: bool = False
 
 
@@ -168,15 +168,16 @@ def _settled(result: Measurement, protocol: Protocol) -> bool:
 
 def _decided(result: Measurement) -> bool:
     """The fastest candidate is significantly faster or slower than the baseline and, when
-    faster, significantly faster than the runner-up: more rounds would not change the choice."""
+    faster, no other can be faster than it by the minimum effect: more rounds would not
+    change the choice by an effect worth naming."""
     ranked = sorted(((o.speedup, o) for o in result.timed() if o.speedup is not None),
                     key=lambda pair: -pair[0].median)
     if not ranked or not stats.significant(ranked[0][0], stats.MIN_EFFECT):
         return False
-    if ranked[0][0].median < 1 or len(ranked) == 1:
-        return True
-    return stats.significant(stats.speedup(ranked[1][1].samples, ranked[0][1].samples),
-                             stats.MIN_EFFECT)
+    best = ranked[0][1]
+    return ranked[0][0].median < 1 or all(
+        stats.speedup(other.samples, best.samples).low > 1 / (1 + stats.MIN_EFFECT)
+        for _, other in ranked[1:])
 
 
 def _estimate(result: Measurement, protocol: Protocol, runtimes: bool) -> None:
