@@ -256,33 +256,29 @@ class Tuner:
                                      f"CPU {', '.join(cpus)}" if cpus else "") if x)
                      + f", not IREE {question['iree_version']} on this CPU: searching")
 
-    def near(self, op, space: Space) -> list[Point]:
-        """This space's points nearest to the stored winners of the nearest shapes of the same
-        kind and types (NEAR_SHAPES of them, LEADERS each): where a search starts."""
+    def nearby(self, op, query: str) -> list[dict]:
+        """The store's `query` (Store.near or Store.near_answers) for `op` on this target and
+        IREE version; [] without a store or when it fails (said once)."""
         if self.store is None:
             return []
         question = self.question(op)
         try:
-            found = self.store.near(results.op_fields(op), question["target"],
-                                    question["iree_version"])
+            return getattr(self.store, query)(results.op_fields(op), question["target"],
+                                              question["iree_version"])
         except Exception as error:
             self.store_failed(error)
             return []
-        return near_points(op, found, space)
+
+    def near(self, op, space: Space) -> list[Point]:
+        """This space's points nearest to the stored winners of the nearest shapes of the same
+        kind and types (NEAR_SHAPES of them, LEADERS each): where a search starts."""
+        return near_points(op, self.nearby(op, "near"), space)
 
     def kept_nearby(self, op, space: Space) -> int:
         """How many of the NEAR_SHAPES stored shapes nearest to `op` (of those with answers)
         kept their default after searches at least as long as this one's; 0 unless all did."""
-        if self.store is None:
-            return 0
-        question = self.question(op)
-        try:
-            found = self.store.near_answers(results.op_fields(op), question["target"],
-                                            question["iree_version"])
-        except Exception as error:
-            self.store_failed(error)
-            return 0
-        return nearest_kept(op, found, min(self.s.n_trial, len(space.tiles)))
+        return nearest_kept(op, self.nearby(op, "near_answers"),
+                            min(self.s.n_trial, len(space.tiles)))
 
     def calibrate_start(self) -> None:
         """This session's first calibration, said against the last session of the run it
