@@ -91,8 +91,8 @@ def main() -> int:
     model, related = (DATA / f"{name}_torch.mlir" for name in (args.model, args.related))
     # Compile caches: the two tunings of MODEL share one, as a user's runs do; each tuning of
     # RELATED starts from an empty one, so that neither reuses the other's compiles.
-    common = ["--model", "--n-trial", args.n_trial, "--cache-dir", work / "cache"]
     cold = ["--model", "--n-trial", args.n_trial]
+    common = [*cold, "--cache-dir", work / "cache"]
     print(f"Store {store}; autotune.py --model --n-trial {args.n_trial}; logs in {work}")
 
     first, lines = autotune("--input", model, *common, "--store", store, "--output",

@@ -166,12 +166,7 @@ class Store:
                  .order_by(ANSWERS.c.recorded_at.desc(), ANSWERS.c.id.desc()).limit(1))
         with self.engine.connect() as connection:
             row = connection.execute(query).mappings().first()
-        if row is None:
-            return None
-        try:
-            return {**row, "answer": json.loads(row["answer"])}
-        except (TypeError, ValueError):
-            return None
+        return None if row is None else _decoded(dict(row))
 
     def best(self, signature: str, target: str, iree_version: str, flags: str, limit: int = 3,
              names: list[str] | None = None) -> list[dict]:
@@ -193,30 +188,20 @@ class Store:
         built and measured anew)."""
         query = self._near(fields_of_op, target, iree_version).where(
             RESULTS.c.speedup_ci_low > 1 + stats.MIN_EFFECT)
-        loops = len(json.loads(fields_of_op["loops"]))
-        return [r for r in self._all(query.order_by(RESULTS.c.speedup.desc()))
-                if len(json.loads(r["loops"] or "[]")) == loops]
+        return _same_loops(self._all(query.order_by(RESULTS.c.speedup.desc())), fields_of_op)
 
     def near_answers(self, fields_of_op: dict, target: str, iree_version: str) -> list[dict]:
         """The op answers of those other ops (as `near` finds them, whatever they measured),
         each with its op's `loops`, latest first: what nearby shapes' searches concluded."""
-        loops = len(json.loads(fields_of_op["loops"]))
-        shapes = {r["signature"]: r["loops"] for r in self._all(
+        shapes = {r["signature"]: r["loops"] for r in _same_loops(self._all(
             self._near(fields_of_op, target, iree_version)
-            .with_only_columns(RESULTS.c.signature, RESULTS.c.loops).distinct())
-            if len(json.loads(r["loops"] or "[]")) == loops}
+            .with_only_columns(RESULTS.c.signature, RESULTS.c.loops).distinct()), fields_of_op)}
         query = (select(ANSWERS).where(ANSWERS.c.scope == "op", ANSWERS.c.target == target,
                                        ANSWERS.c.iree_version == iree_version,
                                        ANSWERS.c.signature.in_(list(shapes)))
                  .order_by(ANSWERS.c.recorded_at.desc(), ANSWERS.c.id.desc()))
-        found = []
-        for row in self._all(query):
-            try:
-                found.append({**row, "answer": json.loads(row["answer"]),
-                              "loops": shapes[row["signature"]]})
-            except (TypeError, ValueError):
-                continue
-        return found
+        decoded = (_decoded(row) for row in self._all(query))
+        return [{**row, "loops": shapes[row["signature"]]} for row in decoded if row is not None]
 
     @staticmethod
     def _near(fields_of_op: dict, target: str, iree_version: str):
@@ -290,6 +275,20 @@ def _shown(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return url
+
+
+def _decoded(row: dict) -> dict | None:
+    """An ANSWERS row with its `answer` JSON decoded; None when that is unreadable."""
+    try:
+        return {**row, "answer": json.loads(row["answer"])}
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_loops(rows: list[dict], fields_of_op: dict) -> list[dict]:
+    """The rows of ops with as many loops as this op (JSON `loops` of each)."""
+    loops = len(json.loads(fields_of_op["loops"]))
+    return [r for r in rows if len(json.loads(r["loops"] or "[]")) == loops]
 
 
 def open_store(url: str | None = None) -> Store:

@@ -14,8 +14,8 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import Target, TuningConfiguration
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.iree.process import run
-from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.iree.tools import IreeTools
+from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.store import results
 from iree_dispatch_profiler.store.results import ANSWERS, RESULTS, Store
 from iree_dispatch_profiler.tuning import spec as tuning_spec
