@@ -69,7 +69,7 @@ def main() -> int:
             walls[f"-j{cores}"].append(run("compile.py", *no_cache, "-j", str(cores))[0])
             walls["LocalCluster"].append(run("compile.py", *no_cache, "--scheduler",
                                              cluster.scheduler_address)[0])
-    print(f"\ncompile throughput, {count} dispatches (verify + profile builds), {args.rounds} "
+    print(f"\ncompile throughput, {count} dispatches (one build each), {args.rounds} "
           f"rounds, whole compile.py runs:")
     for name, values in walls.items():
         rate = stats.estimate([count / w for w in values])

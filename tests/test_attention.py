@@ -85,6 +85,6 @@ def test_attention_configs_compile_for_other_cpus(tmp_path, cpu, triple):
     target = [f"--cpu={cpu}"] + ([f"--target-triple={triple}"] if triple else [])
     assert run_script("generator.py", "--generated-dir", tmp_path, *SMALL, *target,
                       "--data-types=f32").returncode == 0
-    compiled = run_script("compile.py", "--generated-dir", tmp_path, "--verify-only")
+    compiled = run_script("compile.py", "--generated-dir", tmp_path)
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied

@@ -139,7 +139,7 @@ def test_a_cache_hit_runs_no_iree_compile_and_profiles_verified(tools, tmp_path)
     done = run_script("compile.py", "--generated-dir", first, some(first), *cache)
     assert done.returncode == 0 and "Compiled 3, from cache 0" in done.stdout, done.stdout + done.stderr
     builds = int(re.search(r"Compile cache: 0 hits, (\d+) misses", done.stdout).group(1))
-    assert builds >= 3  # verify builds, and profile builds where dispatches repeat
+    assert builds == 3  # one build per dispatch
 
     # Another sweep of the same dispatches, with iree-compile unavailable.
     bin_dir = standin_tools(tmp_path / "bin", tools, "iree-compile")
@@ -270,7 +270,7 @@ def test_other_cpus_compile_on_the_cluster_under_their_own_cache_keys(scheduler,
     default = f"{OPERATION}_default.mlir"
     assert (other / FOLDER / default).read_text() == (host / FOLDER / default).read_text()
     done = run_script("compile.py", "--generated-dir", other, some(other), *cache,
-                      "--scheduler", address, "--verify-only")
+                      "--scheduler", address, "--verify-only")  # an old command line
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Compiled 3, from cache 0, up-to-date 0, failed 0" in done.stdout
     there = records(other)

@@ -29,7 +29,7 @@ def test_profiler_time_is_the_dispatch_time(tmp_path, tools):
         assert profiled.returncode == 0, profiled.stderr
         ours.append(float(pd.read_csv(csv)["Runtime(ms)"].iloc[0]))
         profile = tmp_path / f"run{i}.ireeprof"
-        result = run([str(tools.benchmark_module), f"--module={paths.profile_vmfb}",
+        result = run([str(tools.benchmark_module), f"--module={paths.vmfb}",
                       f"--function={dispatch.name}", "--device=local-task", *inputs,
                       "--benchmark_min_time=20x", f"--benchmark_min_warmup_time={WARMUP_SECONDS}",
                       "--device_profiling_mode=host-execution",

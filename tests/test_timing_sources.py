@@ -24,12 +24,12 @@ def small(tmp_path_factory):
     _, dispatch, paths, buffers = default_f32_matmul(folder, 128, 128, 128)
     repeats = CompileRecord.load(paths.compile_record).repeat_count
     assert repeats > 1
-    return folder, paths.profile_vmfb, dispatch.name, [b.flag for b in buffers], repeats, paths.verify_vmfb
+    return folder, paths.vmfb, dispatch.name, [b.flag for b in buffers], repeats
 
 
 @pytest.mark.parametrize("source", list(TIMING_SOURCES))
 def test_each_timing_source_times_the_dispatch(source, small, tools, tmp_path):
-    _, vmfb, function, inputs, repeats, _ = small
+    _, vmfb, function, inputs, repeats = small
     with Timers(source, tools, log_dir=tmp_path) as timers:
         timer = timers.benchmark(vmfb, function, "local-task", inputs, repeats)
         reference = Benchmark(tools, vmfb, function, "local-task", inputs, repeats,
@@ -44,7 +44,7 @@ def test_each_timing_source_times_the_dispatch(source, small, tools, tmp_path):
 
 
 def test_device_profiling_counts_every_run_of_a_repeated_build(small, tools):
-    _, vmfb, function, inputs, repeats, _ = small
+    _, vmfb, function, inputs, repeats = small
     timer = Benchmark(tools, vmfb, function, "local-task", inputs, repeats, source=DEVICE_PROFILING)
     assert timer.sample(0.02).ok and timer.source == DEVICE_PROFILING
     assert list(timer.runs_per_call.values()) == [repeats]  # a call runs the dispatch R times
@@ -60,25 +60,25 @@ def test_device_profiling_counts_every_run_of_a_repeated_build(small, tools):
 
 
 def test_sources_fall_back_where_they_cannot_time(small, tools, tmp_path):
-    _, vmfb, function, inputs, repeats, unrepeated = small
+    _, vmfb, function, inputs, repeats = small
     with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:
         # runtime flags, or a need for each dispatch's time: the worker cannot give them
-        assert timers.benchmark(unrepeated, function, "local-task", inputs,
+        assert timers.benchmark(vmfb, function, "local-task", inputs,
                                 flags=["--task_topology_max_group_count=1"]).source == DEVICE_PROFILING
-        assert timers.benchmark(unrepeated, function, "local-task", inputs,
+        assert timers.benchmark(vmfb, function, "local-task", inputs,
                                 per_dispatch=True).source == DEVICE_PROFILING
     # no iree-profile in the build, or a remote worker whose profile file is out of reach
-    without = Benchmark(replace(tools, profile=None), unrepeated, function, "local-task", inputs)
+    without = Benchmark(replace(tools, profile=None), vmfb, function, "local-task", inputs)
     assert without.source == DISPATCH_STATISTICS and without.sample(0.02).ok
 
     def elsewhere(command, timeout) -> ProcessResult:
         return run(command, timeout)
-    remote = Benchmark(tools, unrepeated, function, "local-task", inputs, runner=elsewhere)
+    remote = Benchmark(tools, vmfb, function, "local-task", inputs, runner=elsewhere)
     assert remote.source == DISPATCH_STATISTICS
 
 
 def test_resident_worker_reports_a_bad_module_and_goes_on(small, tools, tmp_path):
-    _, vmfb, function, inputs, repeats, _ = small
+    _, vmfb, function, inputs, repeats = small
     with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:
         bad = timers.benchmark(tmp_path / "missing.vmfb", function, "local-task", inputs)
         good = timers.benchmark(vmfb, function, "local-task", inputs, repeats)

@@ -131,7 +131,7 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
 
 
 def dispatch_variants(args, tools: IreeTools, work: Path) -> Prepared:
-    """Run each configuration's verify build once; the reference is the operation's own."""
+    """Run each configuration's build once; the reference is the operation's own."""
     manifest = Manifest.load(args.generated_dir)
     check_runnable(tools, manifest.target)
     chosen = select(manifest.dispatches, args.dispatch)

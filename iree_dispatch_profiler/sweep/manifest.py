@@ -59,12 +59,9 @@ class DispatchPaths:
         return self.folder / f"{self.name}_spec.mlir"
 
     @property
-    def verify_vmfb(self) -> Path:
-        return self.folder / f"{self.name}_verify.vmfb"
-
-    @property
-    def profile_vmfb(self) -> Path:
-        return self.folder / f"{self.name}_profile.vmfb"
+    def vmfb(self) -> Path:
+        """The one build: verified, then timed."""
+        return self.folder / f"{self.name}.vmfb"
 
     @property
     def compile_log(self) -> Path:

@@ -163,15 +163,12 @@ class Profiler:
             return result, None
         inputs = cache.ensure_inputs()
         if self.verification_enabled:
-            self.verify(dispatch, paths.verify_vmfb, cache, result)
+            self.verify(dispatch, paths.vmfb, cache, result)
             if result.verification != "SUCCESS":
                 return result, None  # a wrong or crashing dispatch is not worth timing
         if not self.profiling_enabled:
             return result, None
-        if not record.profile_built:
-            result.reason = "no profile build (compiled with --verify-only)"
-            return result, None
-        return result, self.timers.benchmark(paths.profile_vmfb, dispatch.name, self.device,
+        return result, self.timers.benchmark(paths.vmfb, dispatch.name, self.device,
                                              [b.flag for b in inputs], record.repeat_count,
                                              timeout=self.run_timeout)
 
