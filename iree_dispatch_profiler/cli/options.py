@@ -21,7 +21,6 @@ from iree_dispatch_profiler.iree.compile_cache import CompileCache, default_dir
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, TIMING_SOURCES
-from iree_dispatch_profiler.report import outputs
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -61,6 +60,7 @@ def add_html(parser: argparse.ArgumentParser, required: bool = False) -> None:
 
 def write_html(path: Path, page) -> None:
     """Write an --html report (a report.content.Page) and say where, with its size."""
+    from iree_dispatch_profiler.report import outputs  # pandas: loaded only for a report
     size = outputs.write(path, page)
     print(f"HTML report: {path} ({size / 1e6:.2f} MB)")
 

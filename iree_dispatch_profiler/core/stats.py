@@ -3,12 +3,12 @@ interleaved samples, significance and drift. Shared by profiler.py, compare.py a
 from __future__ import annotations
 
 import math
+import statistics
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -66,13 +66,14 @@ def estimate(samples: Sequence[float]) -> Estimate:
         return Estimate(median, math.nan, math.nan, cv, int(values.size))
     if np.ptp(values) == 0:
         return Estimate(median, median, median, cv, int(values.size))
+    from scipy.stats import bootstrap  # loaded here: most of a script's start otherwise
     low = high = math.nan
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # degenerate BCa: fall back below
-            result = stats.bootstrap((values,), np.median, confidence_level=CONFIDENCE,
-                                     n_resamples=RESAMPLES, method=method, vectorized=True,
-                                     random_state=np.random.default_rng(0))
+            result = bootstrap((values,), np.median, confidence_level=CONFIDENCE,
+                               n_resamples=RESAMPLES, method=method, vectorized=True,
+                               random_state=np.random.default_rng(0))
         low, high = result.confidence_interval
         if math.isfinite(low) and math.isfinite(high):
             break
@@ -95,7 +96,7 @@ def across_sessions(ratio: Estimate, session_sd: float = SESSION_SD) -> Estimate
     59% of the time here."""
     if not ratio.has_interval or not ratio.median > 0:
         return ratio
-    extra = stats.norm.ppf(0.5 + CONFIDENCE / 2) * session_sd
+    extra = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2) * session_sd
     low = (1 - ratio.low / ratio.median) ** 2 + extra ** 2
     high = (ratio.high / ratio.median - 1) ** 2 + extra ** 2
     return Estimate(ratio.median, ratio.median * (1 - math.sqrt(low)),

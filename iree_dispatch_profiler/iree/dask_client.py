@@ -46,7 +46,9 @@ def _probe(address: str) -> None:
     """Fail in seconds on an address where no scheduler answers: a Client that cannot connect
     takes another 20 s to give up."""
     import asyncio
+    import socket
 
+    from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.core import rpc
 
     async def identity():
@@ -54,6 +56,9 @@ def _probe(address: str) -> None:
             return await asyncio.wait_for(scheduler.identity(), CONNECT_SECONDS)
 
     try:
+        scheme, location = parse_address(address)
+        if scheme == "tcp":  # a refused port is refused at once: Dask would retry it for seconds
+            socket.create_connection(parse_host_port(location), timeout=CONNECT_SECONDS).close()
         answer = asyncio.run(identity())
     except Exception as error:  # refused, timed out, malformed address, a stranger's protocol
         if isinstance(error, (OSError, TimeoutError, ValueError)):

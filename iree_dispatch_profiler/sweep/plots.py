@@ -1,23 +1,31 @@
 """PNG plots (matplotlib, no display): GFLOP/s per configuration of each operation, a roofline,
-compare.py's speedups; `save` and `plt` for the tuner's plots (tuning/plots.py)."""
+compare.py's speedups; `subplots` and `save` for the tuner's plots (tuning/plots.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only, no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-
-from iree_dispatch_profiler.sweep.performance_report import (  # noqa: E402
+from iree_dispatch_profiler.sweep.performance_report import (
     PROVIDER_IREE, PROVIDER_NUMPY, PerformanceResult)
+
+
+def _pyplot():
+    """matplotlib, loaded at the first plot: half a second that a script's start need not pay."""
+    import matplotlib
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def subplots(width: float, height: float):
+    """A new figure and its one axis."""
+    return _pyplot().subplots(figsize=(width, height))
 
 
 def save(figure, path: Path) -> None:
     """Lay out, write and close a figure (the tuner's plots too)."""
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-    plt.close(figure)
+    _pyplot().close(figure)
 
 
 def configuration_plot(operation: str, results: list[PerformanceResult], path: Path) -> None:
@@ -25,7 +33,7 @@ def configuration_plot(operation: str, results: list[PerformanceResult], path: P
     iree = [r for r in results if r.provider != PROVIDER_NUMPY and r.gflops > 0]
     iree.sort(key=lambda r: r.gflops)
     numpy = [r for r in results if r.provider == PROVIDER_NUMPY and r.gflops > 0]
-    figure, axis = plt.subplots(figsize=(9, 0.35 * len(iree) + 1.8))
+    figure, axis = subplots(9, 0.35 * len(iree) + 1.8)
     colours = ["tab:orange" if r.configuration == "default"
                else "tab:gray" if r.config_applied == "no" else "tab:blue" for r in iree]
     # GFLOP/s interval from the runtime interval (a slower bound is a lower throughput)
@@ -48,7 +56,7 @@ def roofline_plot(results: list[PerformanceResult], peak: dict | None, path: Pat
     """Every dispatch by intensity and GFLOP/s, under this session's measured ceilings (none
     drawn when the session was not calibrated)."""
     timed = [r for r in results if r.gflops > 0 and r.bytes > 0]
-    figure, axis = plt.subplots(figsize=(8, 5.5))
+    figure, axis = subplots(8, 5.5)
     intensities = [r.flops / r.bytes for r in timed] or [1.0]
     low, high = min(intensities) / 2, max(intensities) * 2
     if peak is not None:
@@ -78,7 +86,7 @@ def roofline_plot(results: list[PerformanceResult], peak: dict | None, path: Pat
 def speedup_plot(comparisons: list[dict], path: Path, title: str) -> None:
     """Bars of old/new speedup per dispatch with their intervals; regressions in red."""
     rows = sorted(comparisons, key=lambda c: c["speedup"])
-    figure, axis = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.8))
+    figure, axis = subplots(9, 0.3 * len(rows) + 1.8)
     colours = ["tab:red" if c["flag"] == "REGRESSION" else "tab:green" if c["flag"] else "tab:gray"
                for c in rows]
     low = [max(c["speedup"] - c["ci_low"], 0) if c["ci_low"] == c["ci_low"] else 0 for c in rows]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from iree_dispatch_profiler.sweep.plots import plt, save
+from iree_dispatch_profiler.sweep.plots import save, subplots
 
 
 def progress_plot(curves: list[tuple[str, list[float]]], path: Path) -> None:
     """Best verified speedup over IREE's default against trials, one line per op."""
-    figure, axis = plt.subplots(figsize=(7, 4))
+    figure, axis = subplots(7, 4)
     for label, curve in curves:
         axis.step(range(1, len(curve) + 1), curve, where="post", label=label)
     axis.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="IREE default")
@@ -27,7 +27,7 @@ def model_plot(dispatches: list[str], before: dict[str, float], after: dict[str,
                path: Path) -> None:
     """Time per dispatch in one model call, IREE's default against the tuned model."""
     shown = dispatches[:20]
-    figure, axis = plt.subplots(figsize=(8, 1.2 + 0.35 * len(shown)))
+    figure, axis = subplots(8, 1.2 + 0.35 * len(shown))
     rows = np.arange(len(shown))
     axis.barh(rows - 0.2, [before.get(d, 0.0) for d in shown], height=0.4, label="IREE default")
     axis.barh(rows + 0.2, [after.get(d, 0.0) for d in shown], height=0.4, label="tuned (spec)")
