@@ -70,7 +70,7 @@ def test_a_sweep_through_the_scheduler_makes_the_local_pool_s_artifacts(schedule
     assert f"on the Dask cluster at {address} (2 worker threads)" in done.stdout
     assert "Compiled 3, from cache 0, up-to-date 0, failed 0" in done.stdout
     # Byte for byte: relative paths inside the job make builds independent of where they ran.
-    assert artifacts(local) == artifacts(remote) and len(artifacts(local)) >= 3 * 2 + 2
+    assert artifacts(local) == artifacts(remote) and len(artifacts(local)) >= 3 * 2  # vmfb, configs
     here, there = records(local), records(remote)
     assert here.keys() == there.keys() and len(here) == 3
     for name, record in there.items():
