@@ -146,6 +146,27 @@ def test_the_job_module_shipped_to_workers_imports_only_the_standard_library():
     assert roots and roots <= JOB_IMPORTS_ALLOWED, roots - JOB_IMPORTS_ALLOWED
 
 
+# Loaded where first used: each costs a script's start a quarter to a whole second.
+HEAVY = ("scipy", "pandas", "matplotlib", "sqlalchemy")
+
+
+def loaded_at_start(module: str) -> set[str]:
+    """The HEAVY libraries that importing `module` loads, in a fresh interpreter."""
+    probe = (f"import sys, {module}\n"
+             f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return set(result.stdout.split())
+
+
+def test_generator_and_compile_start_without_the_heavy_libraries():
+    for script in ("generator", "compile"):
+        assert loaded_at_start(f"{PACKAGE}.cli.{script}") == set(), script
+    # the probe sees a heavy library where one is loaded
+    assert loaded_at_start(f"{PACKAGE}.cli.profiler") >= {"pandas", "sqlalchemy"}
+
+
 def test_each_registered_kind_generates_its_own_operations_and_reads_them_back():
     """The registry is the one list of kinds: every kind's family makes operations of that
     kind from the generator's default options, and the manifest reader rebuilds them."""
