@@ -72,6 +72,14 @@ def test_records_are_kept_once_and_the_best_come_first(tmp_path):
     assert store.count() == 6
     assert store.answer("op", "sig", "t", "3.13", "")["answer"] == answer["answer"]
     assert store.answer("op", "sig", "t", "3.13", "-O3") is None
+    # the flag sets that models' answers were tuned under, latest first, once each
+    for at, flags in ((1, ["early", "-e", "why"]), (2, None), (3, ["O3", "-O3", "why"]),
+                      (4, ["early", "-e", "why"])):
+        assert store.remember({**answer, "scope": "model", "signature": f"model{at}",
+                               "answer": {"flags": flags, "spec": None},
+                               "recorded_at": f"2026-11-2{at}T00:00:00+00:00"})
+    assert store.answered_flags("t", "3.13") == [("early", "-e"), ("O3", "-O3")]
+    assert store.answered_flags("t", "3.14") == [] and store.answered_flags("other", "3.13") == []
 
 
 def test_bad_stores_are_one_line_errors(tmp_path):

@@ -298,6 +298,22 @@ def test_the_flag_choice_prefers_a_tunable_stand_in_only_when_it_is_not_slower()
     assert choose([late, fusion], list(CURATED)) == (late, late)
 
 
+def test_with_no_faster_set_one_the_store_answered_under_is_taken_if_no_slower():
+    from iree_dispatch_profiler.tuning.model.flag_search import seedable
+
+    def row(name, speedup, low, flags="-a", status="ok"):
+        return {"name": name, "flags": flags, "status": status, "speedup": speedup,
+                "speedup_ci_low": low}
+    early, o3 = row("data_tiling_early", 1.02, 1.01), row("O3", 1.03, 1.02)
+    answered = [("data_tiling_early", "-a")]
+    assert seedable([early, o3], answered) is early  # O3 is faster, but nothing seeds it
+    assert seedable([early, o3], answered + [("O3", "-a")]) is o3
+    assert seedable([early, o3], []) is None
+    assert seedable([row("data_tiling_early", 1.01, 0.98), o3], answered) is None  # maybe slower
+    assert seedable([row("data_tiling_early", 1.02, 1.01, "-b"), o3], answered) is None  # other flags
+    assert seedable([row("data_tiling_early", 1.02, 1.01, status="timing-failed")], answered) is None
+
+
 def test_the_budget_goes_where_the_expected_gain_is():
     from iree_dispatch_profiler.tuning.model.budget import Task, next_task
     from iree_dispatch_profiler.tuning.model.tuner import TuningTarget

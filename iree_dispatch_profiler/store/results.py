@@ -203,6 +203,16 @@ class Store:
         decoded = (_decoded(row) for row in self._all(query))
         return [{**row, "loops": shapes[row["signature"]]} for row in decoded if row is not None]
 
+    def answered_flags(self, target: str, iree_version: str) -> list[tuple[str, str]]:
+        """The flag sets (name, flags) that the model answers on this target and IREE version
+        were tuned under, latest first: under them, those models' ops have results here."""
+        query = (select(ANSWERS).where(ANSWERS.c.scope == "model", ANSWERS.c.target == target,
+                                       ANSWERS.c.iree_version == iree_version)
+                 .order_by(ANSWERS.c.recorded_at.desc(), ANSWERS.c.id.desc()))
+        decoded = (_decoded(row) for row in self._all(query))
+        return list(dict.fromkeys((row["answer"]["flags"][0], row["answer"]["flags"][1])
+                                  for row in decoded if row and row["answer"].get("flags")))
+
     @staticmethod
     def _near(fields_of_op: dict, target: str, iree_version: str):
         return select(RESULTS).where(RESULTS.c.op_name == fields_of_op["op_name"],

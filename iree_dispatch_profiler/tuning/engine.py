@@ -269,6 +269,18 @@ class Tuner:
             self.store_failed(error)
             return []
 
+    def answered_flags(self) -> list[tuple[str, str]]:
+        """Store.answered_flags on this target and IREE version; [] without a store or when it
+        fails (said once)."""
+        if self.store is None:
+            return []
+        cpu = results.target_fields(self.target.resolved_cpu())["target"]
+        try:
+            return self.store.answered_flags(cpu, self.tools.version())
+        except Exception as error:
+            self.store_failed(error)
+            return []
+
     def near(self, op, space: Space) -> list[Point]:
         """This space's points nearest to the stored winners of the nearest shapes of the same
         kind and types (NEAR_SHAPES of them, LEADERS each): where a search starts."""

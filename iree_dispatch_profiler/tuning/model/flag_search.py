@@ -80,12 +80,28 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         more, more_built = measure_round(tuner, joined)
         rows, built = rows + more, {**built, **more_built}
     chosen, best = choose(faster_rows(rows), [*sets, *joined])
-    if chosen is not None:
-        chosen["chosen"] = "yes"
-    if chosen is not best:
+    if chosen is None:
+        chosen = seedable(rows, tuner.answered_flags())
+        if chosen is not None:
+            tuner.log(f"Flags {chosen['name']}: no set is significantly faster than IREE's "
+                      "default and these are no slower; the results store's answers for this "
+                      "CPU were tuned under them, so its results seed this model's searches")
+    elif chosen is not best:
         tuner.log(f"Flags {chosen['name']} in place of {best['name']}: not significantly "
                   "slower, and they leave the spec more to tune")
+    if chosen is not None:
+        chosen["chosen"] = "yes"
     return rows, built
+
+
+def seedable(rows: list[dict], answered: list[tuple[str, str]]) -> dict | None:
+    """Where no set is significantly faster than IREE's default: the fastest set that is no
+    slower (its interval's low end at 1 or above) and that stored model answers on this CPU
+    were tuned under (Store.answered_flags). As fast as the default, and the searches under it
+    start from the stored results of nearby shapes instead of from nothing."""
+    fit = [r for r in rows if r["status"] == OK and "speedup" in r
+           and (r["name"], r["flags"]) in answered and r["speedup_ci_low"] >= 1]
+    return max(fit, key=lambda r: r["speedup"], default=None)
 
 
 def faster_rows(rows: list[dict]) -> list[dict]:
