@@ -56,9 +56,8 @@ def repeat_count(flops: int, target: Target) -> int:
 def compile_dispatch(builder: Builder, paths: DispatchPaths, dispatch: Dispatch,
                      extra_flags: list[str], timeout: float, force: bool) -> tuple[CompileRecord, bool]:
     """Build the one vmfb of a dispatch, verified and timed alike (each run of a generated
-    dispatch writes its whole result from its inputs, so R repeats leave what one run leaves:
-    148 repeated builds of every kind gave bit-identical results); returns (record,
-    was_up_to_date)."""
+    dispatch writes its whole result from its inputs, so R repeats leave what one run leaves;
+    README, Timing); returns (record, was_up_to_date)."""
     target, config = builder.target, dispatch.configuration
     repeats = repeat_count(dispatch.operation.flops, target)
     flags = [*dispatch.operation.compile_flags, *config.flags, *extra_flags]

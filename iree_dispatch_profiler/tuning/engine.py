@@ -257,26 +257,17 @@ class Tuner:
                      + f", not IREE {question['iree_version']} on this CPU: searching")
 
     def nearby(self, op, query: str) -> list[dict]:
-        """The store's `query` (Store.near or Store.near_answers) for `op` on this target and
-        IREE version; [] without a store or when it fails (said once)."""
-        if self.store is None:
-            return []
-        question = self.question(op)
-        try:
-            return getattr(self.store, query)(results.op_fields(op), question["target"],
-                                              question["iree_version"])
-        except Exception as error:
-            self.store_failed(error)
-            return []
+        """The store's `query` (Store.near or Store.near_answers) for `op`."""
+        return self.ask_store(query, results.op_fields(op))
 
-    def answered_flags(self) -> list[tuple[str, str]]:
-        """Store.answered_flags on this target and IREE version; [] without a store or when it
-        fails (said once)."""
+    def ask_store(self, query: str, *args) -> list:
+        """The store's `query` with `args`, on this target and IREE version; [] without a store
+        or when it fails (said once)."""
         if self.store is None:
             return []
-        cpu = results.target_fields(self.target.resolved_cpu())["target"]
+        target = results.target_fields(self.target.resolved_cpu())["target"]
         try:
-            return self.store.answered_flags(cpu, self.tools.version())
+            return getattr(self.store, query)(*args, target, self.tools.version())
         except Exception as error:
             self.store_failed(error)
             return []

@@ -81,7 +81,7 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         rows, built = rows + more, {**built, **more_built}
     chosen, best = choose(faster_rows(rows), [*sets, *joined])
     if chosen is None:
-        chosen = seedable(rows, tuner.answered_flags())
+        chosen = seedable(rows, tuner.ask_store("answered_flags"))
         if chosen is not None:
             tuner.log(f"Flags {chosen['name']}: no set is significantly faster than IREE's "
                       "default and these are no slower; the results store's answers for this "
