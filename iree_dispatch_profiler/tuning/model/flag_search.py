@@ -84,7 +84,7 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         chosen = seedable(rows, tuner.ask_store("answered_flags"))
         if chosen is not None:
             tuner.log(f"Flags {chosen['name']}: no set is significantly faster than IREE's "
-                      "default and these are no slower; the results store's answers for this "
+                      "default and these are not slower; the results store's answers for this "
                       "CPU were tuned under them, so its results seed this model's searches")
     elif chosen is not best:
         tuner.log(f"Flags {chosen['name']} in place of {best['name']}: not significantly "
@@ -95,12 +95,14 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
 
 
 def seedable(rows: list[dict], answered: list[tuple[str, str]]) -> dict | None:
-    """Where no set is significantly faster than IREE's default: the fastest set that is no
-    slower (its interval's low end at 1 or above) and that stored model answers on this CPU
-    were tuned under (Store.answered_flags). As fast as the default, and the searches under it
-    start from the stored results of nearby shapes instead of from nothing."""
+    """Where no set is significantly faster than IREE's default: the fastest set that cannot be
+    slower by the minimum effect (stats.MIN_EFFECT: smaller differences are never claimed) and
+    that stored model answers on this CPU were tuned under (Store.answered_flags). As fast as
+    the default, and the searches under it start from the stored results of nearby shapes
+    instead of from nothing."""
     fit = [r for r in rows if r["status"] == OK and "speedup" in r
-           and (r["name"], r["flags"]) in answered and r["speedup_ci_low"] >= 1]
+           and (r["name"], r["flags"]) in answered
+           and r["speedup_ci_low"] > 1 / (1 + stats.MIN_EFFECT)]
     return max(fit, key=lambda r: r["speedup"], default=None)
 
 
