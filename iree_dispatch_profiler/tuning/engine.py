@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -256,18 +256,14 @@ class Tuner:
                                      f"CPU {', '.join(cpus)}" if cpus else "") if x)
                      + f", not IREE {question['iree_version']} on this CPU: searching")
 
-    def nearby(self, op, query: str) -> list[dict]:
-        """The store's `query` (Store.near or Store.near_answers) for `op`."""
-        return self.ask_store(query, results.op_fields(op))
-
-    def ask_store(self, query: str, *args) -> list:
-        """The store's `query` with `args`, on this target and IREE version; [] without a store
-        or when it fails (said once)."""
+    def ask_store(self, query: Callable[..., list], *args) -> list:
+        """A Store query method (Store.near, ...) with `args`, on this target and IREE version;
+        [] without a store or when it fails (said once)."""
         if self.store is None:
             return []
         target = results.target_fields(self.target.resolved_cpu())["target"]
         try:
-            return getattr(self.store, query)(*args, target, self.tools.version())
+            return query(self.store, *args, target, self.tools.version())
         except Exception as error:
             self.store_failed(error)
             return []
@@ -275,13 +271,13 @@ class Tuner:
     def near(self, op, space: Space) -> list[Point]:
         """This space's points nearest to the stored winners of the nearest shapes of the same
         kind and types (NEAR_SHAPES of them, LEADERS each): where a search starts."""
-        return near_points(op, self.nearby(op, "near"), space)
+        return near_points(op, self.ask_store(results.Store.near, results.op_fields(op)), space)
 
     def kept_nearby(self, op, space: Space) -> int:
         """How many of the NEAR_SHAPES stored shapes nearest to `op` (of those with answers)
         kept their default after searches at least as long as this one's; 0 unless all did."""
-        return nearest_kept(op, self.nearby(op, "near_answers"),
-                            min(self.s.n_trial, len(space.tiles)))
+        answers = self.ask_store(results.Store.near_answers, results.op_fields(op))
+        return nearest_kept(op, answers, min(self.s.n_trial, len(space.tiles)))
 
     def calibrate_start(self) -> None:
         """This session's first calibration, said against the last session of the run it

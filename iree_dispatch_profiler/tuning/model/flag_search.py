@@ -13,6 +13,7 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
+from iree_dispatch_profiler.store.results import Store
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning.engine import DEFAULT, Build
 from iree_dispatch_profiler.tuning.flags import FlagSet
@@ -81,7 +82,7 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         rows, built = rows + more, {**built, **more_built}
     chosen, best = choose(faster_rows(rows), [*sets, *joined])
     if chosen is None:
-        chosen = seedable(rows, tuner.ask_store("answered_flags"))
+        chosen = seedable(rows, tuner.ask_store(Store.answered_flags))
         if chosen is not None:
             tuner.log(f"Flags {chosen['name']}: no set is significantly faster than IREE's "
                       "default and these are not slower; the results store's answers for this "
@@ -100,16 +101,19 @@ def seedable(rows: list[dict], answered: list[tuple[str, str]]) -> dict | None:
     that stored model answers on this CPU were tuned under (Store.answered_flags). As fast as
     the default, and the searches under it start from the stored results of nearby shapes
     instead of from nothing."""
-    fit = [r for r in rows if r["status"] == OK and "speedup" in r
-           and (r["name"], r["flags"]) in answered
+    fit = [r for r in timed_rows(rows) if (r["name"], r["flags"]) in answered
            and r["speedup_ci_low"] > 1 / (1 + stats.MIN_EFFECT)]
     return max(fit, key=lambda r: r["speedup"], default=None)
 
 
 def faster_rows(rows: list[dict]) -> list[dict]:
     """The sets significantly faster than IREE's default (stats.significant)."""
-    return [r for r in rows if r["status"] == OK and "speedup" in r
-            and r["speedup_ci_low"] > 1 + stats.MIN_EFFECT]
+    return [r for r in timed_rows(rows) if r["speedup_ci_low"] > 1 + stats.MIN_EFFECT]
+
+
+def timed_rows(rows: list[dict]) -> list[dict]:
+    """The sets that compiled, verified and were timed against IREE's default."""
+    return [r for r in rows if r["status"] == OK and "speedup" in r]
 
 
 def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], dict]:
