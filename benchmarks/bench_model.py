@@ -2,7 +2,10 @@
 """autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
 classes users bring: transformer layers (encoder, causal), an LLM decode step against a KV
-cache, ResNet stages, a MobileNet depthwise-separable block and an MLP.
+cache, ResNet stages, a MobileNet depthwise-separable block and an MLP. They read their weights
+from a parameter archive, as deployed models do (an .irpa of random weights is written for each,
+and PyTorch is given the same ones); the encoder block also comes with its weights as function
+arguments, the other way models are exported, to show what that costs.
 
 For each model it runs the whole loop as a user would (search IREE's module flags, rank the
 dispatches under the best, tune the hot ones inside the model, write flags and one spec, check
@@ -24,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from common import ROOT
+from common import ROOT, write_parameters
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.iree import iree_jobs, modules
@@ -38,7 +41,9 @@ from iree_dispatch_profiler.tuning.paths import TuningPaths
 
 MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
     "bert_layer": "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1",
-    "encoder_block": "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1",
+    "encoder_block": "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1; weights as "
+                     "function arguments",
+    "encoder_block_params": "the encoder block, its weights as parameters",
     "causal_block": "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048",
     "resnet_stage_b1": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1",
     "resnet_stage_b2": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2",
@@ -58,8 +63,9 @@ BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling
 TORCH = "PyTorch eager"
 
 
-def torch_eager(name: str, inputs: list[np.ndarray]):
-    """The model's PyTorch module called on `inputs`, or None without torch and iree-turbine."""
+def torch_eager(name: str, inputs: list[np.ndarray], weights: dict[str, np.ndarray]):
+    """The model's PyTorch module, given `weights` as its parameters, called on `inputs`; None
+    without torch and iree-turbine."""
     if not all(importlib.util.find_spec(m) for m in ("torch", "iree.turbine")):
         return None
     import torch
@@ -68,6 +74,8 @@ def torch_eager(name: str, inputs: list[np.ndarray]):
 
     torch.set_num_threads(iree_jobs.physical_cores())
     module, tensors = TORCH_MODELS[name].module(), [torch.from_numpy(a) for a in inputs]
+    if weights:
+        module.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
 
     def call():
         with torch.inference_mode():
@@ -75,9 +83,10 @@ def torch_eager(name: str, inputs: list[np.ndarray]):
     return call
 
 
-def side_by_side(name: str, work: Path, seconds: float) -> dict:
+def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
+                 weights: dict[str, np.ndarray]) -> dict:
     """One interleaved session of the whole call: IREE's builds (the tuned one when flags or a
-    spec won) and PyTorch eager."""
+    spec won) and PyTorch eager, on the same weights."""
     lowered = work / "model_input.mlir"
     signature = modules.find_function(lowered, None)
     paths = sorted(work.glob("main_input*.npy"), key=lambda p: int(p.stem.split("input")[1]))
@@ -87,16 +96,17 @@ def side_by_side(name: str, work: Path, seconds: float) -> dict:
     for label, file in BUILDS.items():
         if (work / file).is_file():
             bench = Benchmark(tools, work / file, signature.name, "local-task",
-                              [f"@{p}" for p in paths], timeout=600, source=INVOCATION)
+                              [f"@{p}" for p in paths], flags=parameters, timeout=600,
+                              source=INVOCATION)
             candidates.append(Candidate(label, bench.sample))
-    call = torch_eager(name, inputs)
+    call = torch_eager(name, inputs, weights)
     if call is not None:
         import torch
         expected = call()
         expected = [t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
         outputs = [work / f"bench_default_output{i}.bin" for i in range(len(signature.results))]
         ran = run_module(tools, work / BUILDS["IREE default"], signature.name, "local-task",
-                         [f"@{p}" for p in paths], outputs, 600)
+                         [f"@{p}" for p in paths], outputs, 600, parameters)
         if ran.ok:
             for i, (got, wanted) in enumerate(zip(modules.read_outputs(outputs, signature),
                                                   expected)):
@@ -129,10 +139,12 @@ def main() -> int:
             sys.exit(f"bench_model.py: unknown model {name!r} (choose from {', '.join(MODELS)})")
         output = work / f"{name}.csv"
         paths = TuningPaths(output)
-        command = [sys.executable, str(ROOT / "autotune.py"), "--input",
-                   str(ROOT / "benchmarks" / "data" / f"{name}_torch.mlir"), "--model",
+        source = ROOT / "benchmarks" / "data" / f"{name}_torch.mlir"
+        scope, weights = write_parameters(source, work / f"{name}.irpa")
+        parameters = [f"--parameters={scope}={work / f'{name}.irpa'}"] if weights else []
+        command = [sys.executable, str(ROOT / "autotune.py"), "--input", str(source), "--model",
                    "--output", str(output), "--n-trial", str(args.n_trial),
-                   "--confirm-seconds", str(args.confirm_seconds), "--store=off"]
+                   "--confirm-seconds", str(args.confirm_seconds), "--store=off", *parameters]
         start = time.perf_counter()
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start
@@ -154,7 +166,7 @@ def main() -> int:
                   f"{row.root} {row.shape}  [{target}]")
         print("\n".join(line for line in lines if line.startswith(SUMMARY_PREFIXES)
                         or line.startswith("  answer:")))
-        session = side_by_side(name, paths.work, args.confirm_seconds)
+        session = side_by_side(name, paths.work, args.confirm_seconds, parameters, weights)
         outcomes = session["outcomes"]
         print("whole model call, one interleaved session (median ms [95%]):")
         for label, outcome in outcomes.items():

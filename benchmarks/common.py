@@ -28,6 +28,29 @@ def parse_args(description: str) -> tuple[argparse.Namespace, Path]:
     return args, args.work_dir or Path(tempfile.mkdtemp(prefix="bench_"))
 
 
+def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, dict]:
+    """An .irpa of random f32 weights for the parameters `source` reads (of one scope), each
+    scaled by 1/sqrt(its fan-in) as initializers do; returns (scope, {key: array}) so that
+    PyTorch can be given the same weights."""
+    from iree_dispatch_profiler.iree import modules
+    found = modules.parameters(source)
+    if not found:
+        return "", {}
+    from iree.runtime import ParameterIndex
+    rng, index, arrays = np.random.default_rng(seed), ParameterIndex(), {}
+    for _, key, kind in found:
+        dims, _, element = kind.rpartition("x")
+        if element != "f32":
+            sys.exit(f"{source}: parameter {key} is {kind}; random weights are written for f32")
+        shape = tuple(int(d) for d in dims.split("x"))
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        arrays[key] = (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+        index.add_buffer(key, arrays[key])
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    index.create_archive_file(str(archive))
+    return found[0][0], arrays
+
+
 def best_blas_environment() -> dict[str, str]:
     """This environment without BLAS_PINS: for a command that times the numpy anchor, which is
     then measured at its best kernel."""

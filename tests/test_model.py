@@ -528,3 +528,20 @@ func.func @f(%a: tensor<16x16xf32>, %b: tensor<16x16xf32>) -> tensor<16x16xf32> 
   return %root : tensor<16x16xf32>
 }
 """
+
+
+@pytest.mark.parametrize("given", [[], ["--parameters", f"other={LM.with_suffix('.irpa')}"]])
+def test_a_model_without_its_parameter_archive_is_one_line_before_anything_runs(tmp_path, given):
+    """The archive of the scope it reads is missing (not given, or given under another scope)."""
+    output = tmp_path / "lm.csv"
+    result = run_script("autotune.py", "--model", "--input", LM, *given, "--output", output,
+                        "--store=off")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "17 parameter(s) of scope 'model' (embed.weight, pos, ln1.weight, ...)" in result.stderr
+    assert "give --parameters model=FILE.irpa" in result.stderr
+    assert not output.exists() and "compute" not in result.stdout  # nothing compiled or timed
+    compared = run_script("compare.py", "--calibration=off", "--input", LM, *given, "--variant",
+                          "a=", "--variant", "b=", "--work-dir", tmp_path / "work")
+    assert compared.returncode == 2 and compared.stderr.count("\n") == 1, compared.stderr
+    assert "give --parameters model=FILE.irpa" in compared.stderr

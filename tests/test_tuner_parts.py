@@ -373,3 +373,24 @@ def test_the_second_round_joins_the_choice_with_faster_sets_of_other_groups():
                             "--iree-opt-aggressively-propagate-transposes"]
     assert [f.name for f in joined("im2col", ["im2col_data_tiling", "O3"], sets)] == ["im2col+O3"]
     assert joined("O3", ["O3"], sets) == []
+
+
+def test_a_parameter_scope_no_archive_gives_is_named(tmp_path):
+    from iree_dispatch_profiler.iree import modules
+    module = tmp_path / "m.mlir"
+    module.write_text(
+        'util.global private @a = #flow.parameter.named<"model"::"w1"> : tensor<4xf32>\n'
+        'util.global private @b = #flow.parameter.named<"model"::"w2"> : tensor<4xf32>\n'
+        'util.global private @c = #flow.parameter.named<"extra"::"t"> : tensor<4xf32>\n'
+        'util.global private @d = #flow.parameter.named<"u"> : tensor<4xf32>\n')
+    assert modules.parameter_scopes(module) == {"model": ["w1", "w2"], "extra": ["t"], "": ["u"]}
+    every = ["--parameters=model=a.irpa", "--parameters=extra=/x/b.irpa", "--parameters=c.irpa"]
+    assert modules.missing_parameters(module, every) == ""
+    missing = modules.missing_parameters(module, every[:1] + ["--parameters=extra2=b.irpa"])
+    assert missing == ("it reads 1 parameter(s) of scope 'extra' (t): give --parameters "
+                       "extra=FILE.irpa; it reads 1 parameter(s) of scope '' (u): give "
+                       "--parameters FILE.irpa")
+    assert "scope 'model' (w1, w2)" in modules.missing_parameters(module, every[1:])
+    plain = tmp_path / "plain.mlir"
+    plain.write_text("func.func @f() { return }\n")
+    assert modules.missing_parameters(plain, []) == ""

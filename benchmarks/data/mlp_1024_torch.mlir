@@ -1,8 +1,20 @@
 module @module {
-  func.func @main(%arg0: !torch.vtensor<[64,512],f32>, %arg1: !torch.vtensor<[1024,512],f32>, %arg2: !torch.vtensor<[1024],f32>, %arg3: !torch.vtensor<[512,1024],f32>, %arg4: !torch.vtensor<[512],f32>) -> !torch.vtensor<[64,512],f32> attributes {torch.assume_strict_symbolic_shapes} {
-    %0 = torch.aten.linear %arg0, %arg1, %arg2 : !torch.vtensor<[64,512],f32>, !torch.vtensor<[1024,512],f32>, !torch.vtensor<[1024],f32> -> !torch.vtensor<[64,1024],f32>
-    %1 = torch.aten.relu %0 : !torch.vtensor<[64,1024],f32> -> !torch.vtensor<[64,1024],f32>
-    %2 = torch.aten.linear %1, %arg3, %arg4 : !torch.vtensor<[64,1024],f32>, !torch.vtensor<[512,1024],f32>, !torch.vtensor<[512],f32> -> !torch.vtensor<[64,512],f32>
-    return %2 : !torch.vtensor<[64,512],f32>
+  util.global private @__auto.w1 = #flow.parameter.named<"model"::"w1"> : tensor<1024x512xf32>
+  util.global private @__auto.b1 = #flow.parameter.named<"model"::"b1"> : tensor<1024xf32>
+  util.global private @__auto.w2 = #flow.parameter.named<"model"::"w2"> : tensor<512x1024xf32>
+  util.global private @__auto.b2 = #flow.parameter.named<"model"::"b2"> : tensor<512xf32>
+  func.func @main(%arg0: !torch.vtensor<[64,512],f32>) -> !torch.vtensor<[64,512],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %__auto.w1 = util.global.load @__auto.w1 : tensor<1024x512xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.w1 : tensor<1024x512xf32> -> !torch.vtensor<[1024,512],f32>
+    %__auto.b1 = util.global.load @__auto.b1 : tensor<1024xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.b1 : tensor<1024xf32> -> !torch.vtensor<[1024],f32>
+    %2 = torch.aten.linear %arg0, %0, %1 : !torch.vtensor<[64,512],f32>, !torch.vtensor<[1024,512],f32>, !torch.vtensor<[1024],f32> -> !torch.vtensor<[64,1024],f32>
+    %3 = torch.aten.relu %2 : !torch.vtensor<[64,1024],f32> -> !torch.vtensor<[64,1024],f32>
+    %__auto.w2 = util.global.load @__auto.w2 : tensor<512x1024xf32>
+    %4 = torch_c.from_builtin_tensor %__auto.w2 : tensor<512x1024xf32> -> !torch.vtensor<[512,1024],f32>
+    %__auto.b2 = util.global.load @__auto.b2 : tensor<512xf32>
+    %5 = torch_c.from_builtin_tensor %__auto.b2 : tensor<512xf32> -> !torch.vtensor<[512],f32>
+    %6 = torch.aten.linear %3, %4, %5 : !torch.vtensor<[64,1024],f32>, !torch.vtensor<[512,1024],f32>, !torch.vtensor<[512],f32> -> !torch.vtensor<[64,512],f32>
+    return %6 : !torch.vtensor<[64,512],f32>
   }
 }

@@ -1,42 +1,60 @@
 module @module {
-  func.func @main(%arg0: !torch.vtensor<[1,24,56,56],f32>, %arg1: !torch.vtensor<[144,24,1,1],f32>, %arg2: !torch.vtensor<[144],f32>, %arg3: !torch.vtensor<[144,1,3,3],f32>, %arg4: !torch.vtensor<[144],f32>, %arg5: !torch.vtensor<[24,144,1,1],f32>, %arg6: !torch.vtensor<[24],f32>) -> !torch.vtensor<[1,24,56,56],f32> attributes {torch.assume_strict_symbolic_shapes} {
+  util.global private @__auto.k_expand = #flow.parameter.named<"model"::"k_expand"> : tensor<144x24x1x1xf32>
+  util.global private @__auto.b_expand = #flow.parameter.named<"model"::"b_expand"> : tensor<144xf32>
+  util.global private @__auto.k_depthwise = #flow.parameter.named<"model"::"k_depthwise"> : tensor<144x1x3x3xf32>
+  util.global private @__auto.b_depthwise = #flow.parameter.named<"model"::"b_depthwise"> : tensor<144xf32>
+  util.global private @__auto.k_project = #flow.parameter.named<"model"::"k_project"> : tensor<24x144x1x1xf32>
+  util.global private @__auto.b_project = #flow.parameter.named<"model"::"b_project"> : tensor<24xf32>
+  func.func @main(%arg0: !torch.vtensor<[1,24,56,56],f32>) -> !torch.vtensor<[1,24,56,56],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %__auto.k_expand = util.global.load @__auto.k_expand : tensor<144x24x1x1xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.k_expand : tensor<144x24x1x1xf32> -> !torch.vtensor<[144,24,1,1],f32>
+    %__auto.b_expand = util.global.load @__auto.b_expand : tensor<144xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.b_expand : tensor<144xf32> -> !torch.vtensor<[144],f32>
     %int1 = torch.constant.int 1
     %int1_0 = torch.constant.int 1
-    %0 = torch.prim.ListConstruct %int1, %int1_0 : (!torch.int, !torch.int) -> !torch.list<int>
+    %2 = torch.prim.ListConstruct %int1, %int1_0 : (!torch.int, !torch.int) -> !torch.list<int>
     %int0 = torch.constant.int 0
     %int0_1 = torch.constant.int 0
-    %1 = torch.prim.ListConstruct %int0, %int0_1 : (!torch.int, !torch.int) -> !torch.list<int>
+    %3 = torch.prim.ListConstruct %int0, %int0_1 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_2 = torch.constant.int 1
     %int1_3 = torch.constant.int 1
-    %2 = torch.prim.ListConstruct %int1_2, %int1_3 : (!torch.int, !torch.int) -> !torch.list<int>
+    %4 = torch.prim.ListConstruct %int1_2, %int1_3 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_4 = torch.constant.int 1
-    %3 = torch.aten.conv2d %arg0, %arg1, %arg2, %0, %1, %2, %int1_4 : !torch.vtensor<[1,24,56,56],f32>, !torch.vtensor<[144,24,1,1],f32>, !torch.vtensor<[144],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,144,56,56],f32>
-    %4 = torch.aten.relu6 %3 : !torch.vtensor<[1,144,56,56],f32> -> !torch.vtensor<[1,144,56,56],f32>
+    %5 = torch.aten.conv2d %arg0, %0, %1, %2, %3, %4, %int1_4 : !torch.vtensor<[1,24,56,56],f32>, !torch.vtensor<[144,24,1,1],f32>, !torch.vtensor<[144],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,144,56,56],f32>
+    %6 = torch.aten.relu6 %5 : !torch.vtensor<[1,144,56,56],f32> -> !torch.vtensor<[1,144,56,56],f32>
+    %__auto.k_depthwise = util.global.load @__auto.k_depthwise : tensor<144x1x3x3xf32>
+    %7 = torch_c.from_builtin_tensor %__auto.k_depthwise : tensor<144x1x3x3xf32> -> !torch.vtensor<[144,1,3,3],f32>
+    %__auto.b_depthwise = util.global.load @__auto.b_depthwise : tensor<144xf32>
+    %8 = torch_c.from_builtin_tensor %__auto.b_depthwise : tensor<144xf32> -> !torch.vtensor<[144],f32>
     %int1_5 = torch.constant.int 1
     %int1_6 = torch.constant.int 1
-    %5 = torch.prim.ListConstruct %int1_5, %int1_6 : (!torch.int, !torch.int) -> !torch.list<int>
+    %9 = torch.prim.ListConstruct %int1_5, %int1_6 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_7 = torch.constant.int 1
     %int1_8 = torch.constant.int 1
-    %6 = torch.prim.ListConstruct %int1_7, %int1_8 : (!torch.int, !torch.int) -> !torch.list<int>
+    %10 = torch.prim.ListConstruct %int1_7, %int1_8 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_9 = torch.constant.int 1
     %int1_10 = torch.constant.int 1
-    %7 = torch.prim.ListConstruct %int1_9, %int1_10 : (!torch.int, !torch.int) -> !torch.list<int>
+    %11 = torch.prim.ListConstruct %int1_9, %int1_10 : (!torch.int, !torch.int) -> !torch.list<int>
     %int144 = torch.constant.int 144
-    %8 = torch.aten.conv2d %4, %arg3, %arg4, %5, %6, %7, %int144 : !torch.vtensor<[1,144,56,56],f32>, !torch.vtensor<[144,1,3,3],f32>, !torch.vtensor<[144],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,144,56,56],f32>
-    %9 = torch.aten.relu6 %8 : !torch.vtensor<[1,144,56,56],f32> -> !torch.vtensor<[1,144,56,56],f32>
+    %12 = torch.aten.conv2d %6, %7, %8, %9, %10, %11, %int144 : !torch.vtensor<[1,144,56,56],f32>, !torch.vtensor<[144,1,3,3],f32>, !torch.vtensor<[144],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,144,56,56],f32>
+    %13 = torch.aten.relu6 %12 : !torch.vtensor<[1,144,56,56],f32> -> !torch.vtensor<[1,144,56,56],f32>
+    %__auto.k_project = util.global.load @__auto.k_project : tensor<24x144x1x1xf32>
+    %14 = torch_c.from_builtin_tensor %__auto.k_project : tensor<24x144x1x1xf32> -> !torch.vtensor<[24,144,1,1],f32>
+    %__auto.b_project = util.global.load @__auto.b_project : tensor<24xf32>
+    %15 = torch_c.from_builtin_tensor %__auto.b_project : tensor<24xf32> -> !torch.vtensor<[24],f32>
     %int1_11 = torch.constant.int 1
     %int1_12 = torch.constant.int 1
-    %10 = torch.prim.ListConstruct %int1_11, %int1_12 : (!torch.int, !torch.int) -> !torch.list<int>
+    %16 = torch.prim.ListConstruct %int1_11, %int1_12 : (!torch.int, !torch.int) -> !torch.list<int>
     %int0_13 = torch.constant.int 0
     %int0_14 = torch.constant.int 0
-    %11 = torch.prim.ListConstruct %int0_13, %int0_14 : (!torch.int, !torch.int) -> !torch.list<int>
+    %17 = torch.prim.ListConstruct %int0_13, %int0_14 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_15 = torch.constant.int 1
     %int1_16 = torch.constant.int 1
-    %12 = torch.prim.ListConstruct %int1_15, %int1_16 : (!torch.int, !torch.int) -> !torch.list<int>
+    %18 = torch.prim.ListConstruct %int1_15, %int1_16 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_17 = torch.constant.int 1
-    %13 = torch.aten.conv2d %9, %arg5, %arg6, %10, %11, %12, %int1_17 : !torch.vtensor<[1,144,56,56],f32>, !torch.vtensor<[24,144,1,1],f32>, !torch.vtensor<[24],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,24,56,56],f32>
+    %19 = torch.aten.conv2d %13, %14, %15, %16, %17, %18, %int1_17 : !torch.vtensor<[1,144,56,56],f32>, !torch.vtensor<[24,144,1,1],f32>, !torch.vtensor<[24],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,24,56,56],f32>
     %int1_18 = torch.constant.int 1
-    %14 = torch.aten.add.Tensor %arg0, %13, %int1_18 : !torch.vtensor<[1,24,56,56],f32>, !torch.vtensor<[1,24,56,56],f32>, !torch.int -> !torch.vtensor<[1,24,56,56],f32>
-    return %14 : !torch.vtensor<[1,24,56,56],f32>
+    %20 = torch.aten.add.Tensor %arg0, %19, %int1_18 : !torch.vtensor<[1,24,56,56],f32>, !torch.vtensor<[1,24,56,56],f32>, !torch.int -> !torch.vtensor<[1,24,56,56],f32>
+    return %20 : !torch.vtensor<[1,24,56,56],f32>
   }
 }

@@ -1,42 +1,60 @@
 module @module {
-  func.func @main(%arg0: !torch.vtensor<[1,64,56,56],f32>, %arg1: !torch.vtensor<[128,64,3,3],f32>, %arg2: !torch.vtensor<[128],f32>, %arg3: !torch.vtensor<[128,128,3,3],f32>, %arg4: !torch.vtensor<[128],f32>, %arg5: !torch.vtensor<[128,64,1,1],f32>, %arg6: !torch.vtensor<[128],f32>) -> !torch.vtensor<[1,128,28,28],f32> attributes {torch.assume_strict_symbolic_shapes} {
+  util.global private @__auto.k1 = #flow.parameter.named<"model"::"k1"> : tensor<128x64x3x3xf32>
+  util.global private @__auto.b1 = #flow.parameter.named<"model"::"b1"> : tensor<128xf32>
+  util.global private @__auto.k2 = #flow.parameter.named<"model"::"k2"> : tensor<128x128x3x3xf32>
+  util.global private @__auto.b2 = #flow.parameter.named<"model"::"b2"> : tensor<128xf32>
+  util.global private @__auto.ks = #flow.parameter.named<"model"::"ks"> : tensor<128x64x1x1xf32>
+  util.global private @__auto.bs = #flow.parameter.named<"model"::"bs"> : tensor<128xf32>
+  func.func @main(%arg0: !torch.vtensor<[1,64,56,56],f32>) -> !torch.vtensor<[1,128,28,28],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %__auto.k1 = util.global.load @__auto.k1 : tensor<128x64x3x3xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.k1 : tensor<128x64x3x3xf32> -> !torch.vtensor<[128,64,3,3],f32>
+    %__auto.b1 = util.global.load @__auto.b1 : tensor<128xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.b1 : tensor<128xf32> -> !torch.vtensor<[128],f32>
     %int2 = torch.constant.int 2
     %int2_0 = torch.constant.int 2
-    %0 = torch.prim.ListConstruct %int2, %int2_0 : (!torch.int, !torch.int) -> !torch.list<int>
+    %2 = torch.prim.ListConstruct %int2, %int2_0 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1 = torch.constant.int 1
     %int1_1 = torch.constant.int 1
-    %1 = torch.prim.ListConstruct %int1, %int1_1 : (!torch.int, !torch.int) -> !torch.list<int>
+    %3 = torch.prim.ListConstruct %int1, %int1_1 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_2 = torch.constant.int 1
     %int1_3 = torch.constant.int 1
-    %2 = torch.prim.ListConstruct %int1_2, %int1_3 : (!torch.int, !torch.int) -> !torch.list<int>
+    %4 = torch.prim.ListConstruct %int1_2, %int1_3 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_4 = torch.constant.int 1
-    %3 = torch.aten.conv2d %arg0, %arg1, %arg2, %0, %1, %2, %int1_4 : !torch.vtensor<[1,64,56,56],f32>, !torch.vtensor<[128,64,3,3],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
-    %4 = torch.aten.relu %3 : !torch.vtensor<[1,128,28,28],f32> -> !torch.vtensor<[1,128,28,28],f32>
+    %5 = torch.aten.conv2d %arg0, %0, %1, %2, %3, %4, %int1_4 : !torch.vtensor<[1,64,56,56],f32>, !torch.vtensor<[128,64,3,3],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
+    %6 = torch.aten.relu %5 : !torch.vtensor<[1,128,28,28],f32> -> !torch.vtensor<[1,128,28,28],f32>
+    %__auto.k2 = util.global.load @__auto.k2 : tensor<128x128x3x3xf32>
+    %7 = torch_c.from_builtin_tensor %__auto.k2 : tensor<128x128x3x3xf32> -> !torch.vtensor<[128,128,3,3],f32>
+    %__auto.b2 = util.global.load @__auto.b2 : tensor<128xf32>
+    %8 = torch_c.from_builtin_tensor %__auto.b2 : tensor<128xf32> -> !torch.vtensor<[128],f32>
     %int1_5 = torch.constant.int 1
     %int1_6 = torch.constant.int 1
-    %5 = torch.prim.ListConstruct %int1_5, %int1_6 : (!torch.int, !torch.int) -> !torch.list<int>
+    %9 = torch.prim.ListConstruct %int1_5, %int1_6 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_7 = torch.constant.int 1
     %int1_8 = torch.constant.int 1
-    %6 = torch.prim.ListConstruct %int1_7, %int1_8 : (!torch.int, !torch.int) -> !torch.list<int>
+    %10 = torch.prim.ListConstruct %int1_7, %int1_8 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_9 = torch.constant.int 1
     %int1_10 = torch.constant.int 1
-    %7 = torch.prim.ListConstruct %int1_9, %int1_10 : (!torch.int, !torch.int) -> !torch.list<int>
+    %11 = torch.prim.ListConstruct %int1_9, %int1_10 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_11 = torch.constant.int 1
-    %8 = torch.aten.conv2d %4, %arg3, %arg4, %5, %6, %7, %int1_11 : !torch.vtensor<[1,128,28,28],f32>, !torch.vtensor<[128,128,3,3],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
+    %12 = torch.aten.conv2d %6, %7, %8, %9, %10, %11, %int1_11 : !torch.vtensor<[1,128,28,28],f32>, !torch.vtensor<[128,128,3,3],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
+    %__auto.ks = util.global.load @__auto.ks : tensor<128x64x1x1xf32>
+    %13 = torch_c.from_builtin_tensor %__auto.ks : tensor<128x64x1x1xf32> -> !torch.vtensor<[128,64,1,1],f32>
+    %__auto.bs = util.global.load @__auto.bs : tensor<128xf32>
+    %14 = torch_c.from_builtin_tensor %__auto.bs : tensor<128xf32> -> !torch.vtensor<[128],f32>
     %int2_12 = torch.constant.int 2
     %int2_13 = torch.constant.int 2
-    %9 = torch.prim.ListConstruct %int2_12, %int2_13 : (!torch.int, !torch.int) -> !torch.list<int>
+    %15 = torch.prim.ListConstruct %int2_12, %int2_13 : (!torch.int, !torch.int) -> !torch.list<int>
     %int0 = torch.constant.int 0
     %int0_14 = torch.constant.int 0
-    %10 = torch.prim.ListConstruct %int0, %int0_14 : (!torch.int, !torch.int) -> !torch.list<int>
+    %16 = torch.prim.ListConstruct %int0, %int0_14 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_15 = torch.constant.int 1
     %int1_16 = torch.constant.int 1
-    %11 = torch.prim.ListConstruct %int1_15, %int1_16 : (!torch.int, !torch.int) -> !torch.list<int>
+    %17 = torch.prim.ListConstruct %int1_15, %int1_16 : (!torch.int, !torch.int) -> !torch.list<int>
     %int1_17 = torch.constant.int 1
-    %12 = torch.aten.conv2d %arg0, %arg5, %arg6, %9, %10, %11, %int1_17 : !torch.vtensor<[1,64,56,56],f32>, !torch.vtensor<[128,64,1,1],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
+    %18 = torch.aten.conv2d %arg0, %13, %14, %15, %16, %17, %int1_17 : !torch.vtensor<[1,64,56,56],f32>, !torch.vtensor<[128,64,1,1],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
     %int1_18 = torch.constant.int 1
-    %13 = torch.aten.add.Tensor %8, %12, %int1_18 : !torch.vtensor<[1,128,28,28],f32>, !torch.vtensor<[1,128,28,28],f32>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
-    %14 = torch.aten.relu %13 : !torch.vtensor<[1,128,28,28],f32> -> !torch.vtensor<[1,128,28,28],f32>
-    return %14 : !torch.vtensor<[1,128,28,28],f32>
+    %19 = torch.aten.add.Tensor %12, %18, %int1_18 : !torch.vtensor<[1,128,28,28],f32>, !torch.vtensor<[1,128,28,28],f32>, !torch.int -> !torch.vtensor<[1,128,28,28],f32>
+    %20 = torch.aten.relu %19 : !torch.vtensor<[1,128,28,28],f32> -> !torch.vtensor<[1,128,28,28],f32>
+    return %20 : !torch.vtensor<[1,128,28,28],f32>
   }
 }

@@ -110,12 +110,15 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     """Compile every variant and run it once."""
     if not args.input.is_file():
         raise UserError(f"--input {args.input} does not exist")
+    run_flags = options.parameter_flags(args)
+    missing = modules.missing_parameters(args.input, run_flags)
+    if missing:
+        raise UserError(f"--input {args.input}: {missing}")
     signature = modules.find_function(args.input, args.function)
     inputs, notes = comparison.module_inputs(
         signature, args.inputs, args.random_inputs, args.output.parent if args.output else work,
         args.output.stem if args.output else "random",
         modules.index_bounds(args.input, signature.name) if args.random_inputs is not None else {})
-    run_flags = options.parameter_flags(args)
     target = resolve_target(tools, options.target_from_args(args))
     device = options.runtime_device(args, target)
     args.facts = facts(tools, target, device, args.timing_source)

@@ -237,6 +237,37 @@ def find_function(path: Path, name: str | None, shown: str = "",
     raise UserError(f"{path} has no public function {name} (it has: {', '.join(names) or 'none'})")
 
 
+# A global that IREE reads from a parameter archive: #flow.parameter.named<"scope"::"key">
+# (scope optional) and its tensor type; the lowered module keeps every one of them.
+PARAMETER = re.compile(r'#flow\.parameter\.named<(?:"([^"]*)"::)?"([^"]*)">(?:\s*:\s*tensor<([^>]*)>)?')
+
+
+def parameters(path: Path) -> list[tuple[str, str, str]]:
+    """The parameters a module reads: (scope, "" without one; key; its tensor type, as
+    `1024x512xf32`)."""
+    return PARAMETER.findall(text_of(path))
+
+
+def parameter_scopes(path: Path) -> dict[str, list[str]]:
+    """The parameter archives' scopes a module reads: scope -> its keys."""
+    scopes: dict[str, list[str]] = {}
+    for scope, key, _ in parameters(path):
+        scopes.setdefault(scope, []).append(key)
+    return scopes
+
+
+def missing_parameters(path: Path, run_flags: list[str]) -> str:
+    """What a module reads from parameter archives that no --parameters flag gives: '' when
+    nothing is missing, else a line that names the scopes and keys and the flag to add."""
+    given = {flag.removeprefix("--parameters=").rpartition("=")[0] for flag in run_flags
+             if flag.startswith("--parameters=")}
+    missing = {scope: keys for scope, keys in parameter_scopes(path).items() if scope not in given}
+    return "; ".join(
+        f"it reads {len(keys)} parameter(s) of scope {scope!r} ({', '.join(keys[:3])}"
+        f"{', ...' if len(keys) > 3 else ''}): give --parameters "
+        f"{scope + '=' if scope else ''}FILE.irpa" for scope, keys in missing.items())
+
+
 # Ops whose result holds the same elements as their first operand (an index tensor reshaped
 # or sliced on its way to the op that reads the table).
 SAME_ELEMENTS = {"tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.reshape",

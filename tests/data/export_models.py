@@ -1,5 +1,7 @@
 """The torch models of tests/data and benchmarks/data, exported with iree-turbine as users'
-models arrive: `torch` dialect MLIR with the weights as function arguments (small files).
+models arrive: `torch` dialect MLIR with the weights either as function arguments or as module
+parameters read from a parameter archive (scope `model`; the .irpa is not kept here: the
+benchmarks write one of random weights, `benchmarks/common.py:write_parameters`).
 
 torch and iree-turbine are not dependencies of the toolkit. To rerun, in a virtualenv with the
 `torch` extra (the CPU build of torch, e.g. from /opt/wheels):
@@ -13,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+import inspect
 
 import numpy as np
 import torch
@@ -194,19 +198,43 @@ def decode_args(d: int, heads: int, cached: int, ff: int) -> list[tuple[int, ...
     return [(1, 1, d), cache, cache, *encoder_args(d, 1, ff)[1:]]
 
 
+class Weighted(torch.nn.Module):
+    """`inner` with its weight arguments held as parameters, named as the arguments are: the
+    deployed form, whose forward takes only the activations."""
+
+    def __init__(self, inner: torch.nn.Module, shapes: list[tuple[int, ...]], inputs: int):
+        super().__init__()
+        self.inner = inner
+        self.names = list(inspect.signature(inner.forward).parameters)[inputs:]
+        for name, shape in zip(self.names, shapes[inputs:]):
+            self.register_parameter(name, torch.nn.Parameter(torch.zeros(shape)))
+
+    def forward(self, *activations):
+        return self.inner(*activations, *(getattr(self, name) for name in self.names))
+
+
 @dataclass(frozen=True)
 class Model:
     make: Callable[[], torch.nn.Module]
     shapes: list[tuple[int, ...]]  # of the forward's arguments: input, then weights
     folder: Path
     about: str = ""  # for benchmarks: what it is
+    # with a number: the first `inputs` arguments are the activations and the weights are
+    # parameters (`Weighted`); without: every weight is a function argument
+    inputs: int | None = None
 
     def module(self) -> torch.nn.Module:
-        return self.make().eval()
+        if self.inputs is None:
+            return self.make().eval()
+        return Weighted(self.make(), self.shapes, self.inputs).eval()
 
     def export(self, name: str) -> Path:
         path = self.folder / f"{name}_torch.mlir"
-        exported = aot.export(self.module(), args=tuple(torch.rand(s) for s in self.shapes))
+        module = self.module()
+        count = len(self.shapes) if self.inputs is None else self.inputs
+        if self.inputs is not None:
+            aot.externalize_module_parameters(module)
+        exported = aot.export(module, args=tuple(torch.rand(s) for s in self.shapes[:count]))
         path.write_text(str(exported.mlir_module))
         return path
 
@@ -218,28 +246,36 @@ MODELS = {
     "conv_block": Model(ConvBlock, [(1, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)], HERE),
     "conv_block_batch2": Model(ConvBlock, [(2, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)],
                                HERE),
-    # benchmarks/bench_model.py's
+    # benchmarks/bench_model.py's: weights as parameters (inputs=N), as deployed models are
+    # exported, except the encoder block, kept with its weights as arguments beside its
+    # parameter form (bench_store.py and the README's commands use it)
     "bert_layer": Model(lambda: EncoderBlock(12), encoder_args(768, 128, 3072), BENCHMARKS,
-                        "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1"),
+                        "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1",
+                        inputs=1),
     "encoder_block": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024), BENCHMARKS,
-                           "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1"),
+                           "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1; weights "
+                           "as arguments"),
+    "encoder_block_params": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024),
+                                  BENCHMARKS, "the encoder block with its weights as parameters",
+                                  inputs=1),
     # the encoder block at twice the sequence: a related model (benchmarks/bench_store.py)
     "encoder_block_s256": Model(lambda: EncoderBlock(4), encoder_args(256, 256, 1024), BENCHMARKS,
                                 "encoder block: seq 256, d 256, 4 heads, FFN 1024, batch 1"),
     "causal_block": Model(lambda: EncoderBlock(8, causal=True), encoder_args(512, 256, 2048),
-                          BENCHMARKS, "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048"),
+                          BENCHMARKS, "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048",
+                          inputs=1),
     "resnet_stage_b1": Model(ResNetStage, stage_args(1), BENCHMARKS,
-                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1"),
+                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1", inputs=1),
     "resnet_stage_b2": Model(ResNetStage, stage_args(2), BENCHMARKS,
-                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2"),
+                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2", inputs=1),
     "mlp_1024": Model(Mlp, [(64, 512), (1024, 512), (1024,), (512, 1024), (512,)], BENCHMARKS,
-                      "MLP: 64 x 512 -> 1024 -> 512, ReLU"),
+                      "MLP: 64 x 512 -> 1024 -> 512, ReLU", inputs=1),
     "mobilenet_block": Model(InvertedResidual, inverted_residual_args(24, 6, 56), BENCHMARKS,
                              "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 "
-                             "depthwise, 56x56, batch 1"),
+                             "depthwise, 56x56, batch 1", inputs=1),
     "gpt2_decode": Model(lambda: DecodeStep(12), decode_args(768, 12, 511, 3072), BENCHMARKS,
                          "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
-                         "12 heads, FFN 3072"),
+                         "12 heads, FFN 3072", inputs=3),
 }
 
 

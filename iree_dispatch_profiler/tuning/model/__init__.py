@@ -38,6 +38,9 @@ def run_model(s: Settings, toolchain: Toolchain) -> int:
     work.mkdir(parents=True, exist_ok=True)
     lowered = lower(toolchain.tools, toolchain.target, s.input, work, s.compile_timeout)
     function = modules.find_function(lowered, s.function, shown=str(s.input), source=s.input).name
+    missing = modules.missing_parameters(lowered, toolchain.run_flags)
+    if missing:  # said before the model is compiled or timed
+        raise UserError(f"{s.input}: {missing}")
     cpu = toolchain.target.resolved_cpu()
     log = Log(s.paths.log)
     log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
