@@ -315,6 +315,32 @@ def test_with_no_faster_set_one_the_store_answered_under_is_taken_if_no_slower()
     assert seedable([row("data_tiling_early", 1.02, 1.01, status="timing-failed")], answered) is None
 
 
+def test_runners_up_with_the_spec_are_the_next_sets_that_may_tie_and_one_must_clear_the_answer():
+    from iree_dispatch_profiler.core.stats import Estimate
+    from iree_dispatch_profiler.measure.protocol import Outcome
+    from iree_dispatch_profiler.tuning.model.flag_search import (RUNNERS_UP, fastest_significant,
+                                                                 runners_up)
+
+    def row(name, speedup, high, status="ok"):  # as the flag record is read back: text
+        return {"name": name, "flags": f"--{name}", "why": "", "status": status,
+                "speedup": str(speedup), "speedup_ci_high": str(high)}
+    rows = [row("chosen", 1.3, 1.4), row("early", 1.02, 1.04), row("o3", 1.0, 1.01),
+            row("slower", 0.9, 0.95), row("broken", 2.0, 2.1, status="compile-failed"),
+            row("fusion", 1.01, 1.02), row("horizontal", 0.99, 1.0)]
+    assert [f.name for f in runners_up(rows, "chosen")] == ["early", "fusion", "o3"][:RUNNERS_UP]
+    assert "chosen" in [f.name for f in runners_up(rows, None)]  # no set chosen: every one
+    assert "slower" not in [f.name for f in runners_up(rows, None)]  # surely slower alone
+
+    def outcome(median, low, high, reason=""):
+        return Outcome("x", reason=reason, speedup=Estimate(median, low, high, 0.01, 10))
+    assert fastest_significant({"early": outcome(1.3, 1.2, 1.4),
+                                "o3": outcome(1.5, 1.4, 1.6)}) == "o3"
+    assert fastest_significant({"early": outcome(1.05, 1.02, 1.08)}) is None  # under the effect
+    assert fastest_significant({"early": outcome(0.7, 0.6, 0.8)}) is None  # slower
+    assert fastest_significant({"early": outcome(1.3, 1.2, 1.4, "crashed")}) is None
+    assert fastest_significant({}) is None
+
+
 def test_the_budget_goes_where_the_expected_gain_is():
     from iree_dispatch_profiler.tuning.model.budget import Task, next_task
     from iree_dispatch_profiler.tuning.model.tuner import TuningTarget

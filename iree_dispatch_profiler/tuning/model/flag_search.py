@@ -198,31 +198,87 @@ def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
     return flags.roots
 
 
-def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> None:
-    """Flag sets that failed to compile the model alone, tried again with the spec: IREE's
-    data tiling fails on some attention dispatches at the vector sizes of its own config, which
-    the spec replaces. What compiles is verified and timed against the answer; reported, not
-    shipped (the spec was tuned under other flags)."""
-    for flag_set in failed:
+def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) -> dict:
+    """Each set compiled with the spec and verified; those that run timed against the answer
+    in one interleaved session. A line each; set name -> (its build, its Outcome)."""
+    runs = {}
+    for flag_set in sets:
         build = tuner.build(f"model_{flag_set.name}_spec", None,
                             [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
-        line = f"Flags {flag_set.name}, which fail alone, with {spec.name}: "
+        line = f"Flags {flag_set.name}, {about}, with {spec.name}: "
         if build.reason:
-            tuner.log(line + f"still fail: {build.reason}")
+            tuner.log(line + f"fail: {build.reason}")
             continue
         status, reason, _ = tuner.verify(build, tuner.function)
         if reason:
             tuner.log(line + f"compile, but {status}: {reason}")
             continue
-        answer = tuner.s.paths.answer_build
-        benches = {n: tuner.benchmark(b, tuner.function) for n, b in
-                   (("answer", Build("answer", answer)), (flag_set.name, build))}
-        measured = measure([Candidate(n, b.sample) for n, b in benches.items()], "answer",
-                           Protocol(time_budget=tuner.s.confirm_seconds))
-        outcome, answered = measured.outcomes[flag_set.name], measured.outcomes["answer"]
-        shown = (f"{outcome.runtime.median:.3f} ms, " + stats.verdict(
-            flag_set.name, "the answer", outcome.speedup, stats.MIN_EFFECT)
-                 if outcome.speedup is not None
-                 else f"failed to time: {outcome.reason or answered.reason}")
-        tuner.log(line + f"compile, outputs agree; {shown} ({flag_set.flags} "
-                  f"{SPEC_FLAG}={spec})")
+        runs[flag_set.name] = build
+    if not runs:
+        return {}
+    tuner.focus = ()  # the whole model's dispatches
+    benches = {n: tuner.benchmark(b, tuner.function) for n, b in
+               [("answer", Build("answer", tuner.s.paths.answer_build)), *runs.items()]}
+    measured = measure([Candidate(n, b.sample) for n, b in benches.items()], "answer",
+                       Protocol(time_budget=tuner.s.confirm_seconds))
+    answered = measured.outcomes["answer"]
+    for flag_set in sets:
+        if flag_set.name in runs:
+            outcome = measured.outcomes[flag_set.name]
+            shown = (f"{outcome.runtime.median:.3f} ms, " + stats.verdict(
+                flag_set.name, "the answer", outcome.speedup, stats.MIN_EFFECT)
+                     if outcome.speedup is not None
+                     else f"failed to time: {outcome.reason or answered.reason}")
+            tuner.log(f"Flags {flag_set.name}, {about}, with {spec.name}: compile, outputs "
+                      f"agree; {shown}")
+    return {n: (runs[n], measured.outcomes[n]) for n in runs}
+
+
+def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> None:
+    """Flag sets that failed to compile the model alone, tried again with the spec: IREE's
+    data tiling fails on some attention dispatches at the vector sizes of its own config, which
+    the spec replaces. Reported, not shipped (the spec was tuned under other flags)."""
+    with_spec(tuner, failed, spec, "which fail alone")
+
+
+# Runners-up tried with the spec: at most this many, the fastest alone first.
+RUNNERS_UP = 3
+
+
+def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path) -> FlagChoice | None:
+    """Flags and a spec compound: a set that measured no faster alone (its gain hidden behind
+    dispatches that the spec then made fast) can be with the spec. The runners-up of the flag
+    search, each with the spec, timed against the answer; the fastest that is significantly
+    faster, as a FlagChoice to adopt, or None."""
+    path = tuner.s.paths.flags_record
+    if tuner.s.base_flags is not None or not path.is_file():
+        return None
+    rows = read_table(path, module_flags.COLUMNS, "a flag record")
+    chosen = flags.chosen.name if flags.chosen else None
+    sets = runners_up(rows, chosen)
+    found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
+    best = fastest_significant({n: o for n, (_, o) in found.items()})
+    if best is None:
+        return None
+    flag_set = next(f for f in sets if f.name == best)
+    build, roots = tuner.build_surveyed(f"model_{flag_set.name}", flag_set.args)
+    return None if build.reason else FlagChoice(flag_set, build, roots)
+
+
+def runners_up(rows: list[dict], chosen: str | None) -> list[FlagSet]:
+    """The sets of the flag search other than the chosen one that compiled, verified and
+    cannot be slower than IREE's default by the minimum effect; the fastest alone first, at
+    most RUNNERS_UP."""
+    fit = [r for r in timed_rows(rows) if r["name"] != chosen  # read back: numbers as text
+           and float(r["speedup_ci_high"]) > 1 / (1 + stats.MIN_EFFECT)]
+    return [FlagSet(r["name"], r["flags"], r["why"])
+            for r in sorted(fit, key=lambda r: -float(r["speedup"]))[:RUNNERS_UP]]
+
+
+def fastest_significant(outcomes: dict) -> str | None:
+    """The name whose speedup over the baseline is the largest of those significantly faster
+    (stats.significant at the minimum effect); None if none is."""
+    faster = {n: o.speedup.median for n, o in outcomes.items() if not o.reason
+              and o.speedup is not None and o.speedup.median > 1
+              and stats.significant(o.speedup, stats.MIN_EFFECT)}
+    return max(faster, key=lambda n: faster[n]) if faster else None
