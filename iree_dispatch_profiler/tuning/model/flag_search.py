@@ -200,18 +200,17 @@ def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
 
 def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) -> dict:
     """Each set compiled with the spec and verified; those that run timed against the answer
-    in one interleaved session. A line each; set name -> (its build, its Outcome)."""
-    runs = {}
+    in one interleaved session. A line each; set name -> its Outcome."""
+    runs, lines = {}, {f.name: f"Flags {f.name}, {about}, with {spec.name}: " for f in sets}
     for flag_set in sets:
         build = tuner.build(f"model_{flag_set.name}_spec", None,
                             [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
-        line = f"Flags {flag_set.name}, {about}, with {spec.name}: "
         if build.reason:
-            tuner.log(line + f"fail: {build.reason}")
+            tuner.log(lines[flag_set.name] + f"fail: {build.reason}")
             continue
         status, reason, _ = tuner.verify(build, tuner.function)
         if reason:
-            tuner.log(line + f"compile, but {status}: {reason}")
+            tuner.log(lines[flag_set.name] + f"compile, but {status}: {reason}")
             continue
         runs[flag_set.name] = build
     if not runs:
@@ -222,16 +221,15 @@ def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) ->
     measured = measure([Candidate(n, b.sample) for n, b in benches.items()], "answer",
                        Protocol(time_budget=tuner.s.confirm_seconds))
     answered = measured.outcomes["answer"]
-    for flag_set in sets:
-        if flag_set.name in runs:
-            outcome = measured.outcomes[flag_set.name]
-            shown = (f"{outcome.runtime.median:.3f} ms, " + stats.verdict(
-                flag_set.name, "the answer", outcome.speedup, stats.MIN_EFFECT)
-                     if outcome.speedup is not None
-                     else f"failed to time: {outcome.reason or answered.reason}")
-            tuner.log(f"Flags {flag_set.name}, {about}, with {spec.name}: compile, outputs "
-                      f"agree; {shown}")
-    return {n: (runs[n], measured.outcomes[n]) for n in runs}
+    for flag_set in (f for f in sets if f.name in runs):
+        outcome = measured.outcomes[flag_set.name]
+        shown = (f"{outcome.runtime.median:.3f} ms, " + stats.verdict(
+            flag_set.name, "the answer", outcome.speedup, stats.MIN_EFFECT)
+                 if outcome.speedup is not None
+                 else f"failed to time: {outcome.reason or answered.reason}")
+        tuner.log(lines[flag_set.name] + f"compile, outputs agree; {shown} ({flag_set.flags} "
+                  f"{SPEC_FLAG}={spec})")
+    return {n: measured.outcomes[n] for n in runs}
 
 
 def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> None:
@@ -257,7 +255,7 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path) -> FlagCh
     chosen = flags.chosen.name if flags.chosen else None
     sets = runners_up(rows, chosen)
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
-    best = fastest_significant({n: o for n, (_, o) in found.items()})
+    best = fastest_significant(found)
     if best is None:
         return None
     flag_set = next(f for f in sets if f.name == best)
