@@ -184,14 +184,14 @@ def main() -> int:
         summary.append((name, seconds, outcomes, verdicts))
     print("\n== summary: whole call, median ms; the tuned model (or IREE's default, without a "
           "spec) against PyTorch eager (95%)")
-    header = (f"{'model':<16} {'tuning':>7} " + " ".join(f"{label:>16}" for label in [*BUILDS, TORCH])
+    header = (f"{'model':<20} {'tuning':>7} " + " ".join(f"{label:>16}" for label in [*BUILDS, TORCH])
               + "   tuned vs PyTorch")
     print(header)
     for name, seconds, outcomes, verdicts in summary:
         cells = [f"{outcomes[label].runtime.median:16.3f}" if label in outcomes
                  and not outcomes[label].reason else f"{'-':>16}" for label in [*BUILDS, TORCH]]
         against = stats.direction(verdicts[TORCH]) if TORCH in verdicts else "-"
-        print(f"{name:<16} {seconds:>6.0f}s " + " ".join(cells) + f"   {against}")
+        print(f"{name:<20} {seconds:>6.0f}s " + " ".join(cells) + f"   {against}")
     return 0
 
 

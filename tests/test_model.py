@@ -267,6 +267,7 @@ def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(
     from iree_dispatch_profiler.tuning import flags
     from iree_dispatch_profiler.tuning import space as tuning_space
     from iree_dispatch_profiler.tuning import spec as tuning_spec
+    from iree_dispatch_profiler.tuning.model import ranking
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
 
     def compiled(name, extra):
@@ -280,9 +281,11 @@ def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(
     spec.write_text(tuning_spec.spec([(op, config)]))
     wanted = config.lowering_config.removeprefix("#iree_cpu.lowering_config<").removesuffix(">")
     for name, extra, kept in (("early_spec", early, True), ("late_spec", late, False)):
-        roots = compiled(name, [*extra, f"{SPEC_FLAG}={spec}"]).values()
-        configs = [r.lowering_config for r in roots if r.name == op.name]
+        roots = compiled(name, [*extra, f"{SPEC_FLAG}={spec}"])
+        configs = [r.lowering_config for r in roots.values() if r.name == op.name]
         assert any(wanted in c for c in configs) == kept, (name, configs)
+        # what a spec entry is kept for when flags are adopted with it says the same
+        assert bool(ranking.configurable(op, roots, extra)) == kept, name
 
 
 def test_packed_matmuls_are_tuned_inside_the_model_under_early_data_tiling(tmp_path):

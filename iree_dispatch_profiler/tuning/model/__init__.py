@@ -93,22 +93,20 @@ def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.Mod
              in_spec: set[int], configs: dict, by_number: dict[int, TuningTarget],
              default_roots: dict) -> tuple[final.ModelResult, set[int]]:
     """The answer, or a runner-up flag set that is significantly faster with the spec
-    (flag_search.with_spec_faster) adopted with the entries that still match a dispatch under
-    it, settled and measured again."""
+    (flag_search.with_spec_faster) adopted with the entries that still configure a dispatch
+    under it, settled and measured again."""
     better = flag_search.with_spec_faster(tuner, flags, result.spec)
     if better is None:
         return result, in_spec
     roots = flag_search.adopt(tuner, better, default_roots)
     kept, targets = {}, {}
     for number in in_spec:
-        entry, = tuning_spec.entries([(by_number[number].op, configs[number])])
-        matched = tuple(d for d, root in roots.items()
-                        if entry.matcher and entry.matcher.accepts(root.name, root.operand_types))
+        matched = ranking.configurable(by_number[number].op, roots, tuner.base_flags)
         if matched:
             kept[number] = configs[number]
             targets[number] = dataclasses.replace(by_number[number], dispatches=matched)
     tuner.log(f"Flags {better.chosen.name} adopted with the spec: target(s) "
-              f"{sorted(kept) or 'none'} still match a dispatch under them")
+              f"{sorted(kept) or 'none'} still configure a dispatch under them")
     return final.settle(tuner, kept, targets, better.chosen, roots)
 
 

@@ -74,6 +74,14 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
     return rows
 
 
+def configurable(op, roots: dict, flags: list[str]) -> tuple[str, ...]:
+    """The dispatches a spec entry for `op` configures under `flags`: those whose root op its
+    matcher accepts, less those IREE configures after specs apply (not_tunable)."""
+    matcher = Matcher.of(op)
+    return tuple(d for d, root in roots.items() if not not_tunable(root, flags)
+                 and matcher.accepts(root.name, root.operand_types))
+
+
 def not_tunable(root: DispatchRoot | None, flags: list[str]) -> str:
     """Why a dispatch is not tuned under `flags` (the candidates'), or '' if it is."""
     if root is None:
