@@ -12,11 +12,10 @@ benchmarks/bench_model.py builds the same modules from
 MODELS to time PyTorch eager beside IREE."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-
-import inspect
 
 import numpy as np
 import torch
