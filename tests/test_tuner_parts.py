@@ -317,9 +317,8 @@ def test_with_no_faster_set_one_the_store_answered_under_is_taken_if_no_slower()
 
 def test_runners_up_with_the_spec_are_the_next_sets_that_may_tie_and_one_must_clear_the_answer():
     from iree_dispatch_profiler.core.stats import Estimate
-    from iree_dispatch_profiler.measure.protocol import Outcome
-    from iree_dispatch_profiler.tuning.model.flag_search import (RUNNERS_UP, fastest_significant,
-                                                                 runners_up)
+    from iree_dispatch_profiler.measure.protocol import Outcome, fastest_significant
+    from iree_dispatch_profiler.tuning.model.flag_search import RUNNERS_UP, runners_up
 
     def row(name, speedup, high, status="ok"):  # as the flag record is read back: text
         return {"name": name, "flags": f"--{name}", "why": "", "status": status,

@@ -147,6 +147,15 @@ def measure(candidates: Sequence[Candidate], baseline: str | None, protocol: Pro
     return result
 
 
+def fastest_significant(outcomes: dict[str, Outcome]) -> str | None:
+    """The name whose speedup over the baseline is the largest of those significantly faster
+    (stats.significant at the minimum effect); None if none is."""
+    faster = {n: o.speedup.median for n, o in outcomes.items() if not o.reason
+              and o.speedup is not None and o.speedup.median > 1
+              and stats.significant(o.speedup, stats.MIN_EFFECT)}
+    return max(faster, key=lambda n: faster[n]) if faster else None
+
+
 def _drifted(result: Measurement) -> bool:
     outcome = result.outcomes[result.baseline]
     return not outcome.reason and stats.drift(outcome.samples) != 0.0

@@ -31,7 +31,8 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.iree.timers import DEFAULT_SOURCE, Timer, Timers
 from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.measure.calibration import Calibration, MachineState
-from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.protocol import (Candidate, Protocol,
+                                                       fastest_significant, measure)
 from iree_dispatch_profiler.measure.verification import Agreement, non_finite, outputs_agreement
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning import strategies
@@ -689,10 +690,9 @@ def confirm(tuner: Tuner, result: OpResult) -> None:
     tiles = [n for n in speedup if not n.startswith("flags_")]
     if tiles:
         result.best_tile = points[max(tiles, key=speedup.get)]
-    winners = [n for n in speedup if speedup[n] > 1
-               and stats.significant(result.confirmed[n].speedup, stats.MIN_EFFECT)]
-    if winners:
-        result.winner = max(winners, key=speedup.get)
+    winner = fastest_significant(result.confirmed)
+    if winner is not None:
+        result.winner = winner
 
 
 def report(tuner: Tuner, result: OpResult) -> list[str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
-from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
+from iree_dispatch_profiler.measure.protocol import (Candidate, Protocol,
+                                                       fastest_significant, measure)
 from iree_dispatch_profiler.store.results import Store
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning.engine import DEFAULT, Build
@@ -30,6 +31,7 @@ class FlagChoice:
     build: Build | None = None
     roots: dict = dataclasses.field(default_factory=dict)
     failed: list[FlagSet] = dataclasses.field(default_factory=list)  # sets that fail alone
+    rows: list[dict] = dataclasses.field(default_factory=list)  # the search's (none: --base-flags)
 
 
 def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
@@ -39,7 +41,7 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
     s, log = tuner.s, tuner.log
     if s.base_flags is not None:  # the user's: no search
         chosen = FlagSet("given", s.base_flags, "given with --base-flags") if s.base_flags else None
-        built, failed = {}, []
+        built, failed, rows = {}, [], []
         log(f"Flags: {s.base_flags or 'none'} (--base-flags): the spec is tuned under them")
     else:
         if path.is_file():
@@ -57,7 +59,7 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
         chosen = next((by_name[r["name"]] for r in rows if r["chosen"] == "yes"), None)
         failed = [by_name[r["name"]] for r in rows if r["status"] == COMPILE_FAILED]
     if chosen is None:
-        return FlagChoice(None, failed=failed)
+        return FlagChoice(None, failed=failed, rows=rows)
     build, roots = built.get(chosen.name) or tuner.build_surveyed(f"model_{chosen.name}",
                                                                  chosen.args)
     if build.reason:
@@ -66,7 +68,7 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
         status, reason, _ = tuner.verify(build, tuner.function)
         if reason:
             raise UserError(f"the model with {chosen.flags}: {status}: {reason}")
-    return FlagChoice(chosen, build, roots, failed)
+    return FlagChoice(chosen, build, roots, failed, rows)
 
 
 def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], dict]:
@@ -248,12 +250,8 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path) -> FlagCh
     dispatches that the spec then made fast) can be with the spec. The runners-up of the flag
     search, each with the spec, timed against the answer; the fastest that is significantly
     faster, as a FlagChoice to adopt, or None."""
-    path = tuner.s.paths.flags_record
-    if tuner.s.base_flags is not None or not path.is_file():
-        return None
-    rows = read_table(path, module_flags.COLUMNS, "a flag record")
     chosen = flags.chosen.name if flags.chosen else None
-    sets = runners_up(rows, chosen)
+    sets = runners_up(flags.rows, chosen)
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
     best = fastest_significant(found)
     if best is None:
@@ -271,12 +269,3 @@ def runners_up(rows: list[dict], chosen: str | None) -> list[FlagSet]:
            and float(r["speedup_ci_high"]) > 1 / (1 + stats.MIN_EFFECT)]
     return [FlagSet(r["name"], r["flags"], r["why"])
             for r in sorted(fit, key=lambda r: -float(r["speedup"]))[:RUNNERS_UP]]
-
-
-def fastest_significant(outcomes: dict) -> str | None:
-    """The name whose speedup over the baseline is the largest of those significantly faster
-    (stats.significant at the minimum effect); None if none is."""
-    faster = {n: o.speedup.median for n, o in outcomes.items() if not o.reason
-              and o.speedup is not None and o.speedup.median > 1
-              and stats.significant(o.speedup, stats.MIN_EFFECT)}
-    return max(faster, key=lambda n: faster[n]) if faster else None
