@@ -31,9 +31,12 @@ FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget
         "--calibration=off"]
 
 
-def run_script(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_script(script: str, *args: str, timeout: float = 600,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`env`: variables set for the script on top of this process's environment."""
     return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
 
 
 def default_f32_matmul(folder: Path, m: int, n: int, k: int):

@@ -166,6 +166,12 @@ def test_mlir_bytecode_is_read_like_text(tmp_path):
                         "--random-inputs", "3", "--output", tmp_path / "r.json", "--time-budget", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "agreement same vs base, output 0" in result.stdout and result.stdout.rstrip().endswith("r.csv")
-    listed = run_script("autotune.py", "--input", module, "--list")
-    assert listed.returncode == 0, listed.stderr
-    assert f"1 tunable ops in {module}" in listed.stdout and "linalg.matmul" in listed.stdout
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    for model in ([], ["--model"]):
+        listed = run_script("autotune.py", "--input", module, "--list", *model,
+                            env={"TMPDIR": str(scratch)})
+        assert listed.returncode == 0, listed.stderr
+        if not model:
+            assert f"1 tunable ops in {module}" in listed.stdout and "linalg.matmul" in listed.stdout
+        assert not list(scratch.iterdir()), "a listing leaves its scratch files behind"

@@ -192,22 +192,30 @@ def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     s = settings(args)
+    # a listing without --output writes its files to a scratch folder removed at the end
+    with tempfile.TemporaryDirectory(prefix="autotune_") as scratch:
+        if s.output is None and args.list:
+            s.output = Path(scratch) / "list.csv"
+        return tuned(args, s)
+
+
+def tuned(args: argparse.Namespace, s: Settings) -> int:
     if args.model:
-        if args.list and s.output is None:
-            s.output = Path(tempfile.mkdtemp(prefix="autotune_list_")) / "list.csv"
         status = model_tuning.run_model(s, prepare(args, s))
     else:
-        # the single-op tuner edits the module's text: MLIR bytecode is read as text
+        # the single-op tuner edits the module's text: MLIR bytecode is read as text, written
+        # beside the run's other files
         given = s.input
-        s.input = modules.as_text(given, Path(tempfile.mkdtemp(prefix="autotune_")))
+        toolchain = None if args.list else prepare(args, s)  # a listing needs no tools
+        s.input = modules.as_text(given, s.paths.work)
         found = tunable.find(s.input)
-        if args.list:
+        if toolchain is None:
             single_op.print_list(given, found)
             return 0
         if not found:
             raise UserError(f"{s.input} has no tunable op (contraction, convolution or attention)")
         chosen = single_op.choose_ops(found, s.ops)
-        status = single_op.tune(s, prepare(args, s), chosen)
+        status = single_op.tune(s, toolchain, chosen)
     if args.html is not None and not args.list:
         options.write_html(args.html, outputs.page_for(s.output))
     return status

@@ -45,6 +45,7 @@ def run_model(s: Settings, toolchain: Toolchain) -> int:
     cpu = toolchain.target.resolved_cpu()
     log = Log(s.paths.log)
     log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
+    s.input = modules.as_text(s.input, work)  # compile jobs carry the module's text
     tuner = ModelTuner(s, toolchain, log, lowered, function)
     tuner.check_inputs([function])
     if not s.list_only:  # a listing times dispatches only to rank them
