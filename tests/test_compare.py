@@ -175,3 +175,18 @@ def test_mlir_bytecode_is_read_like_text(tmp_path):
         if not model:
             assert f"1 tunable ops in {module}" in listed.stdout and "linalg.matmul" in listed.stdout
         assert not list(scratch.iterdir()), "a listing leaves its scratch files behind"
+
+
+def test_a_torch_model_with_token_ids_and_parameters_is_compared(tmp_path):
+    """A model as iree-turbine exports it (torch dialect, token ids, weights in a parameter
+    archive) is read past IREE's input phase: its signature, and token ids within the
+    embedding table (out-of-range ids would fail the gather, not compare)."""
+    result = run_script("compare.py", "--calibration=off", "--input", "tests/data/tiny_lm_torch.mlir",
+                        "--parameters", "model=tests/data/tiny_lm_torch.irpa",
+                        "--variant", "base=", "--variant", "dt=--iree-opt-data-tiling",
+                        "--random-inputs", "0", "--output", tmp_path / "r.json", "--time-budget", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "argument 0 (1x32xi64) in [0, 96): it indexes a dimension of 96" in result.stdout
+    assert "agreement dt vs base, output 0" in result.stdout
+    ids = np.load(tmp_path / "r_input0.npy")
+    assert ids.dtype == np.int64 and 0 <= ids.min() and ids.max() < 96

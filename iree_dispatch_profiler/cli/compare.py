@@ -26,6 +26,7 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.core.values import compile_patterns, parse_fraction, parse_positive
 from iree_dispatch_profiler.iree import modules
+from iree_dispatch_profiler.iree.launchers import lower
 from iree_dispatch_profiler.iree.machines import Here
 from iree_dispatch_profiler.iree.target import check_runnable, resolve_target, run_facts
 from iree_dispatch_profiler.iree.tools import IreeTools
@@ -114,12 +115,14 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     missing = modules.missing_parameters(args.input, run_flags)
     if missing:
         raise UserError(f"--input {args.input}: {missing}")
-    signature = modules.find_function(args.input, args.function)
+    target = resolve_target(tools, options.target_from_args(args))
+    # read past IREE's input phase: a torch / StableHLO / TOSA module's types are tensors there
+    lowered = lower(tools, target, args.input, work, args.compile_timeout)
+    signature = modules.find_function(lowered, args.function, shown=str(args.input), source=args.input)
     inputs, notes = comparison.module_inputs(
         signature, args.inputs, args.random_inputs, args.output.parent if args.output else work,
         args.output.stem if args.output else "random",
-        modules.index_bounds(args.input, signature.name) if args.random_inputs is not None else {})
-    target = resolve_target(tools, options.target_from_args(args))
+        modules.index_bounds(lowered, signature.name) if args.random_inputs is not None else {})
     device = options.runtime_device(args, target)
     args.facts = facts(tools, target, device, args.timing_source)
     args.calibrate = Calibration(tools, target, device, args.timers, True, args.calibration)

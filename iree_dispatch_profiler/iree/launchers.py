@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from iree_dispatch_profiler.core.library import Target
+from iree_dispatch_profiler.core.library import Target, UserError
 from iree_dispatch_profiler.iree.process import Runner, run
 from iree_dispatch_profiler.iree.tools import IreeTools
 
@@ -54,6 +54,16 @@ class Buffer:
 class RunResult:
     ok: bool
     reason: str = ""
+
+
+def lower(tools: IreeTools, target: Target, source: Path, work: Path, timeout: float) -> Path:
+    """`source` after IREE's input phase, written to `work`: torch, StableHLO and TOSA become
+    linalg, and the function signatures readable tensor types (see modules.signatures)."""
+    lowered = work / "model_input.mlir"
+    result = run(compile_command(tools, target, source, lowered, ["--compile-to=input"]), timeout)
+    if not result.ok:
+        raise UserError(f"{source} does not compile: {result.failure('iree-compile', timeout)}")
+    return lowered
 
 
 def run_module(tools: IreeTools, vmfb: Path, function: str, device: str, inputs: list[str],

@@ -24,12 +24,13 @@ import time
 
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import modules
+from iree_dispatch_profiler.iree.launchers import lower
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, confirm,
                                                   remember, report, reuse, seeded)
 from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, stored, verdict
-from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget, lower
+from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
 
 

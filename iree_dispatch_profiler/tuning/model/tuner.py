@@ -6,10 +6,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import tunable
-from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
-from iree_dispatch_profiler.iree.process import run
+from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.timing import Benchmark
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import space as tuning_space
@@ -84,13 +82,3 @@ class ModelTuner(Tuner):
             self.log("IREE data tiling + ukernels does not compile this model: "
                      f"{self.data_tiling.reason.splitlines()[0][:300]}")
         return self.data_tiling
-
-
-def lower(tools, target, source: Path, work: Path, timeout: float) -> Path:
-    """The model after IREE's input phase: torch, StableHLO and TOSA become linalg, and the
-    function signatures readable tensor types."""
-    lowered = work / "model_input.mlir"
-    result = run(compile_command(tools, target, source, lowered, ["--compile-to=input"]), timeout)
-    if not result.ok:
-        raise UserError(f"{source} does not compile: {result.failure('iree-compile', timeout)}")
-    return lowered
