@@ -13,11 +13,14 @@ them together, verify and time the model), then times the whole
 call of IREE's default, IREE's data tiling, the tuned model and, when torch and iree-turbine are
 importable (`pip install -e ".[torch]"`), PyTorch eager on the same module and the same inputs
 (torch threads = physical cores, as IREE's local-task), all in one interleaved session: times
-with 95% intervals, and the tuned model against each."""
+with 95% intervals, and the tuned model against each. Each sample of either is the mean ms per
+call over the sample's consecutive calls (IREE: iree-benchmark-module's loop; PyTorch: a Python
+loop), slow calls included, as a serving loop sees them."""
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,7 +117,9 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
                 notes.append(f"output {i}: PyTorch eager against IREE default "
                              f"{'agree' if check.ok else 'DISAGREE'} ({check.detail})")
         call()  # warm: the first call allocates
-        candidates.append(Candidate(TORCH, lambda s: timed_calls(call, s)))
+        # like with like: iree-benchmark-module's sample is the mean of its calls, a slow call
+        # included (IREE's calls here have the longer tail: a median would flatter PyTorch)
+        candidates.append(Candidate(TORCH, lambda s: timed_calls(call, s, statistics.fmean)))
         notes.append(f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
     measured = measure(candidates, "IREE default", Protocol(time_budget=seconds))
     return {"outcomes": measured.outcomes, "notes": notes}
@@ -168,7 +173,7 @@ def main() -> int:
                         or line.startswith("  answer:")))
         session = side_by_side(name, paths.work, args.confirm_seconds, parameters, weights)
         outcomes = session["outcomes"]
-        print("whole model call, one interleaved session (median ms [95%]):")
+        print("whole model call, one interleaved session (median of samples, each the mean ms per call [95%]):")
         for label, outcome in outcomes.items():
             shown = (f"{outcome.runtime.median:9.3f} {outcome.runtime.interval('.3f')}"
                      if not outcome.reason else f"failed: {outcome.reason}")

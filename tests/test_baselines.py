@@ -28,3 +28,20 @@ def test_the_numpy_anchor_names_its_blas_and_a_kernel_pinned_below_the_cpu():
     assert "threads" in here and "not identified" not in here
     kernel = baselines.NumpyKernel(mm(8, 8, 8), verification.seeded_inputs(mm(8, 8, 8), 0))
     assert here in kernel.description
+
+
+def test_timed_calls_takes_the_statistic_asked_for_slow_calls_counted_by_the_mean():
+    """iree-benchmark-module reports the mean of its calls; a caller timed beside it with the
+    mean counts its slow calls too, where the median drops them."""
+    import itertools
+    import statistics
+    import time
+    pauses = itertools.cycle([0.0, 0.0, 0.0, 0.02])  # every fourth call is slow
+
+    def call():
+        time.sleep(next(pauses))
+    median = blas.timed_calls(call, 0.2)
+    mean = blas.timed_calls(call, 0.2, statistics.fmean)
+    assert median.ok and mean.ok
+    # a quarter of the calls take 20 ms: about 5 ms in the mean; the median is a fast call's
+    assert mean.ms > 3 and median.ms < mean.ms / 2

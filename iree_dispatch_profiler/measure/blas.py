@@ -61,8 +61,9 @@ def blas_summary(infos: list[dict] | None = None, environ=None,
     return text, warning
 
 
-def timed_calls(function, seconds: float) -> Sample:
-    """ms per call of `function`: the median of calls filling about `seconds`, after one
+def timed_calls(function, seconds: float, statistic=statistics.median) -> Sample:
+    """ms per call of `function`: the `statistic` (median by default; statistics.fmean is what
+    iree-benchmark-module reports of its calls) of calls filling about `seconds`, after one
     untimed call (BLAS threads asleep since the last sample wake up in it)."""
     function()
     times, start = [], time.perf_counter()
@@ -72,4 +73,4 @@ def timed_calls(function, seconds: float) -> Sample:
         after = time.perf_counter()
         times.append((after - before) * 1e3)
         if after - start >= seconds and len(times) >= 3:
-            return Sample(True, ms=statistics.median(times))
+            return Sample(True, ms=statistic(times))
