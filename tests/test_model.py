@@ -548,3 +548,44 @@ def test_a_model_without_its_parameter_archive_is_one_line_before_anything_runs(
                           "a=", "--variant", "b=", "--work-dir", tmp_path / "work")
     assert compared.returncode == 2 and compared.stderr.count("\n") == 1, compared.stderr
     assert "give --parameters model=FILE.irpa" in compared.stderr
+
+
+def test_targets_new_under_flags_adopted_after_tuning_are_tuned_apart_from_the_first_round(tmp_path):
+    """A flag set adopted with the spec (flags and spec compounding) makes dispatches no kept
+    entry configures: under early data tiling the MLP's matmuls become packed matmuls. They are
+    ranked under the flags (a ranking of their own, read back on resume), numbered after the
+    first ranking's targets so that both rounds' trials share the CSV apart, and tuned; a
+    target tuned before keeps its number and is not tuned again. Run in-process from the
+    tuner's own phases: IREE compiles, runs and times everything."""
+    from iree_dispatch_profiler.cli import autotune
+    from iree_dispatch_profiler.tuning import flags as module_flags
+    from iree_dispatch_profiler.tuning import model
+    from iree_dispatch_profiler.tuning.model import flag_search, ranking
+
+    output = tmp_path / "mlp.csv"
+    args = autotune.parser().parse_args([
+        "--input", str(MLP), "--model", "--output", str(output), "--top", "1", "--n-trial", "1",
+        "--tuner", "random", *QUICK])
+    s = autotune.settings(args)
+    tuner, cpu = model.start(s, autotune.prepare(args, s))
+    default_roots = model.baseline(tuner)
+    rows = ranking.rank(tuner, default_roots, None)
+    assert sorted({r["target"] for r in rows}) == [0, 1]  # the two matmuls
+    early = next(f for f in module_flags.CURATED if f.name == "data_tiling_early")
+    build, roots = tuner.build_surveyed("model_early", early.args)
+    roots = flag_search.adopt(tuner, flag_search.FlagChoice(early, build, roots), default_roots)
+
+    again_rows, new, results = model.tune_new_targets(tuner, early.name, roots, {}, rows, cpu)
+    assert list(new) == [2] and new[2].op.kind == "mmt4d"  # --top 1: the hotter packed matmul
+    assert (tmp_path / "mlp_dispatches_data_tiling_early.csv").is_file()
+    trials = pd.read_csv(output)
+    assert list(trials["op"]) == [2] and trials["config_applied"][0] == "yes"
+    assert [r.op.index for r in results] == [2]
+    # tuned before (kept with the spec): its number stays and nothing is tuned again
+    kept_rows, none_new, none_results = model.tune_new_targets(
+        tuner, "again", roots, new, rows, cpu)
+    assert not none_new and not none_results
+    numbered = {r["dispatch"]: r["target"] for r in kept_rows if r["target"] != ""}
+    assert numbered[new[2].dispatches[0]] == 2
+    assert len(set(numbered.values())) == len(numbered)  # new ones numbered after it: 3, ...
+    assert len(pd.read_csv(output)) == 1

@@ -69,6 +69,10 @@ class TuningPaths:
     def ranking(self) -> Path:
         return self._named("_dispatches.csv")
 
+    def ranking_under(self, flags: str) -> Path:
+        """The ranking under flags adopted after tuning (flags and spec compounding)."""
+        return self._named(f"_dispatches_{flags}.csv")
+
     @property
     def rejected_spec(self) -> Path:
         """A spec whose model's outputs disagree, kept to look at."""

@@ -22,7 +22,7 @@ import dataclasses
 import math
 import time
 
-from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.core.library import CpuTarget, UserError
 from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.iree.launchers import lower
 from iree_dispatch_profiler.tuning import space as tuning_space
@@ -32,10 +32,16 @@ from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, T
 from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, stored, verdict
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
+from iree_dispatch_profiler.tuning.spec import Matcher
 
 
 def run_model(s: Settings, toolchain: Toolchain) -> int:
     """autotune.py --model."""
+    return tune(*start(s, toolchain))
+
+
+def start(s: Settings, toolchain: Toolchain) -> tuple[ModelTuner, CpuTarget]:
+    """The model lowered and checked, its tuner with inputs and the machine's state; the CPU."""
     work = s.paths.work
     work.mkdir(parents=True, exist_ok=True)
     lowered = lower(toolchain.tools, toolchain.target, s.input, work, s.compile_timeout)
@@ -51,10 +57,10 @@ def run_model(s: Settings, toolchain: Toolchain) -> int:
     tuner.check_inputs([function])
     if not s.list_only:  # a listing times dispatches only to rank them
         tuner.calibrate_start()
-    return tune(tuner, cpu)
+    return tuner, cpu
 
 
-def tune(tuner: ModelTuner, cpu) -> int:
+def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     s = tuner.s
     default_roots = baseline(tuner)
     if not s.list_only and s.spec is None:
@@ -82,8 +88,9 @@ def tune(tuner: ModelTuner, cpu) -> int:
     configs = final.winners(tuner, results, by_number, roots)
     result, in_spec = final.settle(tuner, configs, by_number, flags.chosen, roots)
     if result.spec is not None and result.speedup is not None and result.outputs_ok:
-        result, in_spec = compound(tuner, flags, result, in_spec, configs, by_number,
-                                   default_roots)
+        result, in_spec, rows, more = compound(tuner, flags, result, in_spec, configs, by_number,
+                                               default_roots, rows, cpu)
+        results += more
     status = verdict.conclude(tuner, rows, result, in_spec, {r.op.index: len(r.rows) for r in results})
     stored.remember(tuner, result, in_spec, all(r.complete for r in results))
     if result.spec is not None and result.speedup is not None and result.outputs_ok:
@@ -93,13 +100,16 @@ def tune(tuner: ModelTuner, cpu) -> int:
 
 def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.ModelResult,
              in_spec: set[int], configs: dict, by_number: dict[int, TuningTarget],
-             default_roots: dict) -> tuple[final.ModelResult, set[int]]:
+             default_roots: dict, rows: list[dict], cpu
+             ) -> tuple[final.ModelResult, set[int], list[dict], list[OpResult]]:
     """The answer, or a runner-up flag set that is significantly faster with the spec
     (flag_search.with_spec_faster) adopted with the entries that still configure a dispatch
-    under it, settled and measured again."""
+    under it and the hot targets new under it tuned (numbered after the first ranking's),
+    settled and measured again; with the ranking the answer's flags give and the new
+    targets' results."""
     better = flag_search.with_spec_faster(tuner, flags, result.spec)
     if better is None:
-        return result, in_spec
+        return result, in_spec, rows, []
     roots = flag_search.adopt(tuner, better, default_roots)
     kept, targets = {}, {}
     for number in in_spec:
@@ -109,7 +119,25 @@ def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.Mod
             targets[number] = dataclasses.replace(by_number[number], dispatches=matched)
     tuner.log(f"Flags {better.chosen.name} adopted with the spec: target(s) "
               f"{sorted(kept) or 'none'} still configure a dispatch under them")
-    return final.settle(tuner, kept, targets, better.chosen, roots)
+    rows, new, results = tune_new_targets(tuner, better.chosen.name, roots, targets, rows, cpu)
+    kept.update(final.winners(tuner, results, new, roots))
+    result, in_spec = final.settle(tuner, kept, {**targets, **new}, better.chosen, roots)
+    return result, in_spec, rows, results
+
+
+def tune_new_targets(tuner: ModelTuner, flags: str, roots: dict, targets: dict[int, TuningTarget],
+                     rows: list[dict], cpu) -> tuple[list[dict], dict[int, TuningTarget], list[OpResult]]:
+    """Under the flags adopted after tuning (named `flags`, their dispatch `roots`): the
+    ranking under them, where `targets` (tuned before) keep their numbers and new ones are
+    numbered after the first ranking's (`rows`), so that trials of both rounds resume apart;
+    and its hot targets that `targets` do not cover, tuned."""
+    first = max([int(r["target"]) for r in rows if r["target"] != ""], default=-1) + 1
+    rows = ranking.rank(tuner, roots, flags, tuner.s.paths.ranking_under(flags),
+                        {Matcher.of(t.op): n for n, t in targets.items()}, first)
+    new = {t.op.index: t for t in ranking.targets(rows, roots) if t.op.index not in targets}
+    tuner.log(f"Targets new under {flags}: " + (", ".join(
+        f"{n} ({t.op.name} {t.op.shape})" for n, t in new.items()) or "none"))
+    return rows, new, search_targets(tuner, list(new.values()), cpu) if new else []
 
 
 def baseline(tuner: ModelTuner) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -25,16 +26,18 @@ RANKING_COLUMNS = ["rank", "dispatch", "root", "shape", "types", "target", "call
                    "cumulative_share", "hot", "not_tunable"]
 
 
-def rank(tuner: ModelTuner, roots: dict, under: str | None) -> list[dict]:
-    """The ranking (read back when a run resumes), printed; `under`: the chosen flags' name."""
-    s, log, path = tuner.s, tuner.log, tuner.s.paths.ranking
+def rank(tuner: ModelTuner, roots: dict, under: str | None, path: Path | None = None,
+         numbers: dict[Matcher, int] | None = None, first: int = 0) -> list[dict]:
+    """The ranking (read back from `path` when a run resumes), printed; `under`: the chosen
+    flags' name; `numbers`/`first`: as survey's."""
+    s, log, path = tuner.s, tuner.log, path or tuner.s.paths.ranking
     start = time.perf_counter()
     if path.is_file() and not s.list_only:
         # resume: the same targets, numbered as before
         rows = read_table(path, RANKING_COLUMNS, "a dispatch ranking")
         log(f"Dispatch ranking from {path}")
     else:
-        rows = survey(tuner, roots, s.batch_seconds)
+        rows = survey(tuner, roots, s.batch_seconds, numbers, first)
         choose_hot(rows, s.top)
         if not s.list_only:
             write_table(path, RANKING_COLUMNS, rows)
@@ -45,8 +48,11 @@ def rank(tuner: ModelTuner, roots: dict, under: str | None) -> list[dict]:
     return rows
 
 
-def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
-    """The ranking: every dispatch of the default build, its calls and time per model call."""
+def survey(tuner: ModelTuner, roots: dict, seconds: float, numbers: dict[Matcher, int] | None = None,
+           first: int = 0) -> list[dict]:
+    """The ranking: every dispatch of the default build, its calls and time per model call.
+    Targets keep the numbers in `numbers` (matcher -> number: those tuned before); new ones
+    are numbered from `first` on, after those."""
     bench = tuner.benchmark(tuner.default, tuner.function)
     for _ in range(SURVEY_SAMPLES):
         sample = bench.sample(seconds / SURVEY_SAMPLES)
@@ -57,14 +63,17 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float) -> list[dict]:
     names = bench.rows[-1]
     ms = {n: float(np.median([r[n][1] for r in bench.rows if n in r])) for n in names}
     total = sum(ms.values())
-    keys: dict = {}  # root signature -> target number
+    keys: dict = dict(numbers or {})  # root signature -> target number
+    start = max([first, *(n + 1 for n in keys.values())])
+    fresh = iter(range(start, start + len(ms)))  # never a number given in `numbers`
     rows, cumulative = [], 0.0
     for rank, name in enumerate(sorted(ms, key=ms.get, reverse=True), 1):
         root = roots.get(name)
         op = root.op if root else None
         target, why = "", not_tunable(root, tuner.base_flags)
         if not why:  # one target per spec matcher: what the spec cannot tell apart is tuned once
-            target = keys.setdefault(Matcher.of(op), len(keys))
+            matcher = Matcher.of(op)
+            target = keys[matcher] if matcher in keys else keys.setdefault(matcher, next(fresh))
         cumulative += ms[name] / total
         rows.append({"rank": rank, "dispatch": name, "root": root.name if root else "",
                      "shape": op.shape if op else "", "types": op.types if op else "",
