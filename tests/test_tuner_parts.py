@@ -419,3 +419,24 @@ def test_a_parameter_scope_no_archive_gives_is_named(tmp_path):
     plain = tmp_path / "plain.mlir"
     plain.write_text("func.func @f() { return }\n")
     assert modules.missing_parameters(plain, []) == ""
+
+
+def test_a_tied_runner_up_is_judged_by_the_time_the_spec_leaves_it_to_tune():
+    """Of the runners-up that tie with the answer, the one whose tunable dispatches the spec
+    configures least has the most to gain from its own targets: the time counted is that of
+    tunable dispatches no entry matches, never a configured or untunable one."""
+    from iree_dispatch_profiler.iree.tunable import DispatchRoot
+    from iree_dispatch_profiler.measure.protocol import Outcome
+    from iree_dispatch_profiler.tuning.model.flag_search import WithSpec, untuned_ms
+
+    def root(name, op):
+        return DispatchRoot(name, op.name if op else "linalg.generic",
+                            op.operand_types if op else (), op, "")
+    other = dataclasses.replace(MATMUL, loops=(500, 384, 128), operand_types=(
+        "tensor<500x128xf32>", "tensor<128x384xf32>", "tensor<500x384xf32>"))
+    roots = {"d_tuned": root("d_tuned", MATMUL), "d_new": root("d_new", other),
+             "d_copy": root("d_copy", None)}
+    tried = WithSpec(Outcome("x"), roots, {"d_tuned": 2.0, "d_new": 3.0, "d_copy": 5.0, "gone": 7.0})
+    assert untuned_ms(tried, [MATMUL], []) == 3.0  # configured, untunable and unknown: not counted
+    assert untuned_ms(tried, [], []) == 5.0
+    assert untuned_ms(tried, [MATMUL, other], []) == 0.0

@@ -62,8 +62,9 @@ CURATED = (
     FlagSet("im2col", IM2COL,
             "convolutions as im2col + matmul: the matmul paths and tile configs, also for the "
             "batch-1 convolutions whose conv configs IREE drops", (CONVOLUTION,), group="im2col"),
-    FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING}",
-            "im2col, then the matmuls it makes data-tiled", (CONVOLUTION,), group="im2col"),
+    FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING_EARLY}",
+            "im2col, then the matmuls it makes data-tiled, early: their packed matmuls stay "
+            "tunable by the spec", (CONVOLUTION,), group="im2col"),
     FlagSet("channels_last",
             "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
             "iree-preprocessing-convert-conv-to-channels-last))",

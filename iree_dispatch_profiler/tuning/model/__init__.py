@@ -27,8 +27,10 @@ from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.iree.launchers import lower
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
+from iree_dispatch_profiler.measure.protocol import fastest_significant
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, confirm,
                                                   remember, report, reuse, seeded)
+from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, stored, verdict
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
@@ -100,29 +102,55 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
 
 def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.ModelResult,
              in_spec: set[int], configs: dict, by_number: dict[int, TuningTarget],
-             default_roots: dict, rows: list[dict], cpu
+             default_roots: dict, rows: list[dict], cpu: CpuTarget
              ) -> tuple[final.ModelResult, set[int], list[dict], list[OpResult]]:
-    """The answer, or a runner-up flag set that is significantly faster with the spec
-    (flag_search.with_spec_faster) adopted with the entries that still configure a dispatch
-    under it and the hot targets new under it tuned (numbered after the first ranking's),
-    settled and measured again; with the ranking the answer's flags give and the new
-    targets' results."""
-    better = flag_search.with_spec_faster(tuner, flags, result.spec)
-    if better is None:
+    """The answer, or a runner-up flag set adopted with the spec's entries that still configure
+    a dispatch under it and the hot targets new under it tuned, settled and measured again;
+    with the ranking the answer's flags give and the new targets' results. A runner-up is
+    adopted when it is significantly faster with the spec (flag_search.with_spec_faster), or
+    when it tied with it and is significantly faster once its own targets are tuned."""
+    better, tied = flag_search.with_spec_faster(tuner, flags, result.spec,
+                                                [by_number[n].op for n in in_spec])
+    choice = better or tied
+    if choice is None or choice.chosen is None:
         return result, in_spec, rows, []
-    roots = flag_search.adopt(tuner, better, default_roots)
+    name = choice.chosen.name
+    roots = flag_search.adopt(tuner, choice, default_roots)
     kept, targets = {}, {}
     for number in in_spec:
         matched = ranking.configurable(by_number[number].op, roots, tuner.base_flags)
         if matched:
             kept[number] = configs[number]
             targets[number] = dataclasses.replace(by_number[number], dispatches=matched)
-    tuner.log(f"Flags {better.chosen.name} adopted with the spec: target(s) "
+    tuner.log(f"Flags {name} {'adopted' if better else 'tried'} with the spec: target(s) "
               f"{sorted(kept) or 'none'} still configure a dispatch under them")
-    rows, new, results = tune_new_targets(tuner, better.chosen.name, roots, targets, rows, cpu)
+    new_rows, new, results = tune_new_targets(tuner, name, roots, targets, rows, cpu)
     kept.update(final.winners(tuner, results, new, roots))
-    result, in_spec = final.settle(tuner, kept, {**targets, **new}, better.chosen, roots)
-    return result, in_spec, rows, results
+    targets.update(new)
+    if better is None and not faster_with_own_targets(tuner, choice.chosen, kept, targets):
+        flag_search.adopt(tuner, flags, default_roots)  # the answer's flags again
+        return result, in_spec, rows, []
+    result, in_spec = final.settle(tuner, kept, targets, choice.chosen, roots)
+    return result, in_spec, new_rows, results
+
+
+def faster_with_own_targets(tuner: ModelTuner, flag_set: FlagSet, configs: dict,
+                            targets: dict[int, TuningTarget]) -> bool:
+    """Whether a set that tied with the answer's spec, given a spec of its own targets'
+    winners (and the entries kept), is significantly faster than the answer."""
+    if not configs:
+        tuner.log(f"Flags {flag_set.name}: no tuned config of theirs: the answer stays")
+        return False
+    path = tuner.work / f"spec_{flag_set.name}.mlir"
+    path.write_text(tuning_spec.text(tuning_spec.entries(
+        [(targets[n].op, configs[n]) for n in configs],
+        intended={n: targets[n].dispatches for n in configs})))
+    found = flag_search.with_spec(tuner, [flag_set], path, "its own targets tuned")
+    if fastest_significant({n: w.outcome for n, w in found.items()}) == flag_set.name:
+        tuner.log(f"Flags {flag_set.name} adopted with their own targets' spec")
+        return True
+    tuner.log(f"Flags {flag_set.name}: not significantly faster than the answer: the answer stays")
+    return False
 
 
 def tune_new_targets(tuner: ModelTuner, flags: str, roots: dict, targets: dict[int, TuningTarget],

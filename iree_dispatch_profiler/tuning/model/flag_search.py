@@ -12,12 +12,13 @@ from pathlib import Path
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
-from iree_dispatch_profiler.measure.protocol import (Candidate, Protocol,
+from iree_dispatch_profiler.measure.protocol import (Candidate, Outcome, Protocol,
                                                        fastest_significant, measure)
 from iree_dispatch_profiler.store.results import Store
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning.engine import DEFAULT, Build
 from iree_dispatch_profiler.tuning.flags import FlagSet
+from iree_dispatch_profiler.tuning.model import final, ranking
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, TIMING_FAILED, read_table,
                                                    write_table)
@@ -191,8 +192,11 @@ def print_flags(rows: list[dict], log) -> None:
 
 def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
     """Under chosen flags, candidates compile with them and are measured, and their specs
-    checked, against the flags alone: the dispatch roots of that build."""
+    checked, against the flags alone: the dispatch roots of that build. Without flags, IREE's
+    default again (a set tried and given back)."""
     if flags.chosen is None:
+        tuner.default, tuner.base_flags, tuner.reference = (tuner.iree_default, [],
+                                                            ModelTuner.reference)
         return default_roots
     tuner.base_flags = flags.chosen.args
     tuner.default = dataclasses.replace(flags.build, name=DEFAULT)
@@ -200,13 +204,23 @@ def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
     return flags.roots
 
 
-def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) -> dict:
+@dataclass
+class WithSpec:
+    """A flag set compiled with a spec and timed against the answer."""
+
+    outcome: Outcome
+    roots: dict  # its dispatch roots
+    ms: dict[str, float]  # each dispatch's median ms per call in the session
+
+
+def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) -> dict[str, WithSpec]:
     """Each set compiled with the spec and verified; those that run timed against the answer
-    in one interleaved session. A line each; set name -> its Outcome."""
+    in one interleaved session. A line each; set name -> what it gave."""
     runs, lines = {}, {f.name: f"Flags {f.name}, {about}, with {spec.name}: " for f in sets}
+    roots = {}
     for flag_set in sets:
-        build = tuner.build(f"model_{flag_set.name}_spec", None,
-                            [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
+        build, roots[flag_set.name] = tuner.build_surveyed(
+            f"model_{flag_set.name}_spec", [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
         if build.reason:
             tuner.log(lines[flag_set.name] + f"fail: {build.reason}")
             continue
@@ -231,7 +245,8 @@ def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) ->
                  else f"failed to time: {outcome.reason or answered.reason}")
         tuner.log(lines[flag_set.name] + f"compile, outputs agree; {shown} ({flag_set.flags} "
                   f"{SPEC_FLAG}={spec})")
-    return {n: measured.outcomes[n] for n in runs}
+    return {n: WithSpec(measured.outcomes[n], roots[n], final.medians(benches[n].rows))
+            for n in runs}
 
 
 def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> None:
@@ -245,20 +260,42 @@ def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> 
 RUNNERS_UP = 3
 
 
-def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path) -> FlagChoice | None:
+def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: list
+                     ) -> tuple[FlagChoice | None, FlagChoice | None]:
     """Flags and a spec compound: a set that measured no faster alone (its gain hidden behind
     dispatches that the spec then made fast) can be with the spec. The runners-up of the flag
-    search, each with the spec, timed against the answer; the fastest that is significantly
-    faster, as a FlagChoice to adopt, or None."""
+    search, each with the spec, timed against the answer: the fastest that is significantly
+    faster, as a FlagChoice to adopt; or else, of those that tie with it, the one leaving the
+    most time in dispatches the spec's entries (for the ops `tuned`) do not configure: a set
+    that turns the tuned ops into others (im2col, data tiling) may win once its own are tuned.
+    None for either that is not."""
     chosen = flags.chosen.name if flags.chosen else None
     sets = runners_up(flags.rows, chosen)
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
-    best = fastest_significant(found)
+    best = fastest_significant({n: w.outcome for n, w in found.items()})
+    by_name = {f.name: f for f in sets}
+    untuned = {n: untuned_ms(w, tuned, by_name[n].args) for n, w in found.items()
+               if best is None and not w.outcome.reason and w.outcome.speedup is not None
+               and not stats.significant(w.outcome.speedup, stats.MIN_EFFECT)}
+    name = best or max(untuned, key=lambda n: untuned[n], default=None)
+    if name is None:
+        return None, None
     if best is None:
-        return None
-    flag_set = next(f for f in sets if f.name == best)
+        tuner.log(f"Flags {name} tie with the answer and leave the most time to tune "
+                  f"({untuned[name]:.3f} ms a call in dispatches the spec does not configure): "
+                  "their own targets are tuned")
+    flag_set = by_name[name]
     build, roots = tuner.build_surveyed(f"model_{flag_set.name}", flag_set.args)
-    return None if build.reason else FlagChoice(flag_set, build, roots)
+    choice = None if build.reason else FlagChoice(flag_set, build, roots)
+    return (choice, None) if best else (None, choice)
+
+
+def untuned_ms(tried: WithSpec, tuned: list, flags: list[str]) -> float:
+    """The time of the tunable dispatches under `flags` that no entry for the ops `tuned`
+    configures, in the session that timed the set with the spec."""
+    configured = {d for op in tuned for d in ranking.configurable(op, tried.roots, flags)}
+    return sum(ms for d, ms in tried.ms.items() if d in tried.roots and d not in configured
+               and not ranking.not_tunable(tried.roots[d], flags))
 
 
 def runners_up(rows: list[dict], chosen: str | None) -> list[FlagSet]:

@@ -13,7 +13,6 @@ import time
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.store import results
 from iree_dispatch_profiler.tuning import spec as tuning_spec
-from iree_dispatch_profiler.tuning.engine import Tuner
 from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.model import final, flag_search
 from iree_dispatch_profiler.tuning.model.final import ModelResult
@@ -91,8 +90,7 @@ def reuse(tuner: ModelTuner, default_roots: dict,
                "it is no longer faster than IREE's default")
         log(f"The results store's answer for this model no longer holds ({why}, {seconds:.1f} s):"
             " tuning")
-        tuner.default, tuner.base_flags, tuner.reference = (tuner.iree_default, [],
-                                                            Tuner.reference)
+        flag_search.adopt(tuner, flag_search.FlagChoice(None), {})  # IREE's default again
         return None
     tuner.reused_seconds += seconds
     tuner.searched_seconds += float(answer.get("seconds", 0.0))
