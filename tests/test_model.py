@@ -426,7 +426,7 @@ def test_index_arguments_are_found_on_the_ir(tools, tmp_path):
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import modules
     from iree_dispatch_profiler.iree.target import resolve_target
-    from iree_dispatch_profiler.tuning.model.tuner import lower
+    from iree_dispatch_profiler.iree.launchers import lower
     lowered = lower(tools, resolve_target(tools, Target()), LM, tmp_path, 120)
     assert modules.index_bounds(lowered, "main") == {0: 96}  # the ids, not the unused mask
     (signature,) = modules.signatures(lowered, source=LM)
@@ -443,7 +443,7 @@ def test_every_way_an_export_indexes_with_an_argument_is_found(tools, tmp_path):
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import modules
     from iree_dispatch_profiler.iree.target import resolve_target
-    from iree_dispatch_profiler.tuning.model.tuner import lower
+    from iree_dispatch_profiler.iree.launchers import lower
     source = DATA / "indexed_inputs_torch.mlir"
     lowered = lower(tools, resolve_target(tools, Target()), source, tmp_path, 120)
     assert modules.index_bounds(lowered, "main") == {0: 50, 1: 64, 2: 30, 3: 8}
