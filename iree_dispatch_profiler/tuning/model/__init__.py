@@ -125,9 +125,12 @@ def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.Mod
     tuner.log(f"Flags {name} {'adopted' if better else 'tried'} with the spec: target(s) "
               f"{sorted(kept) or 'none'} still configure a dispatch under them")
     new_rows, new, results = tune_new_targets(tuner, name, roots, targets, rows, cpu)
-    kept.update(final.winners(tuner, results, new, roots))
+    own = final.winners(tuner, results, new, roots)
+    kept.update(own)
     targets.update(new)
-    if better is None and not faster_with_own_targets(tuner, choice.chosen, kept, targets):
+    if better is None and not (own and faster_with_own_targets(tuner, choice.chosen, kept, targets)):
+        tuner.log(f"Flags {name}: not significantly faster than the answer"
+                  + ("" if own else " (no config of their own targets won)") + ": the answer stays")
         flag_search.adopt(tuner, flags, default_roots)  # the answer's flags again
         return result, in_spec, rows, []
     result, in_spec = final.settle(tuner, kept, targets, choice.chosen, roots)
@@ -138,23 +141,20 @@ def faster_with_own_targets(tuner: ModelTuner, flag_set: FlagSet, configs: dict,
                             targets: dict[int, TuningTarget]) -> bool:
     """Whether a set that tied with the answer's spec, given a spec of its own targets'
     winners (and the entries kept), is significantly faster than the answer."""
-    if not configs:
-        tuner.log(f"Flags {flag_set.name}: no tuned config of theirs: the answer stays")
-        return False
     path = tuner.work / f"spec_{flag_set.name}.mlir"
     path.write_text(tuning_spec.text(tuning_spec.entries(
         [(targets[n].op, configs[n]) for n in configs],
         intended={n: targets[n].dispatches for n in configs})))
     found = flag_search.with_spec(tuner, [flag_set], path, "its own targets tuned")
-    if fastest_significant({n: w.outcome for n, w in found.items()}) == flag_set.name:
-        tuner.log(f"Flags {flag_set.name} adopted with their own targets' spec")
-        return True
-    tuner.log(f"Flags {flag_set.name}: not significantly faster than the answer: the answer stays")
-    return False
+    if fastest_significant({n: w.outcome for n, w in found.items()}) != flag_set.name:
+        return False
+    tuner.log(f"Flags {flag_set.name} adopted with their own targets' spec")
+    return True
 
 
 def tune_new_targets(tuner: ModelTuner, flags: str, roots: dict, targets: dict[int, TuningTarget],
-                     rows: list[dict], cpu) -> tuple[list[dict], dict[int, TuningTarget], list[OpResult]]:
+                     rows: list[dict], cpu: CpuTarget
+                     ) -> tuple[list[dict], dict[int, TuningTarget], list[OpResult]]:
     """Under the flags adopted after tuning (named `flags`, their dispatch `roots`): the
     ranking under them, where `targets` (tuned before) keep their numbers and new ones are
     numbered after the first ranking's (`rows`), so that trials of both rounds resume apart;

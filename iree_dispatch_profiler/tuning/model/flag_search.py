@@ -12,6 +12,7 @@ from pathlib import Path
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
+from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.measure.protocol import (Candidate, Outcome, Protocol,
                                                        fastest_significant, measure)
 from iree_dispatch_profiler.store.results import Store
@@ -258,9 +259,12 @@ def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> 
 
 # Runners-up tried with the spec: at most this many, the fastest alone first.
 RUNNERS_UP = 3
+# A tie has its own targets tuned only if this share of its time is in dispatches the spec
+# does not configure: 1.3x on a tenth of the time is 2.4%, under the minimum effect.
+TIE_UNTUNED = 0.1
 
 
-def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: list
+def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: list[TunableOp]
                      ) -> tuple[FlagChoice | None, FlagChoice | None]:
     """Flags and a spec compound: a set that measured no faster alone (its gain hidden behind
     dispatches that the spec then made fast) can be with the spec. The runners-up of the flag
@@ -277,7 +281,9 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
     untuned = {n: untuned_ms(w, tuned, by_name[n].args) for n, w in found.items()
                if best is None and not w.outcome.reason and w.outcome.speedup is not None
                and not stats.significant(w.outcome.speedup, stats.MIN_EFFECT)}
-    name = best or max(untuned, key=lambda n: untuned[n], default=None)
+    worth = {n: ms for n, ms in untuned.items()
+             if ms >= TIE_UNTUNED * found[n].outcome.runtime.median}
+    name = best or max(worth, key=lambda n: worth[n], default=None)
     if name is None:
         return None, None
     if best is None:
@@ -290,7 +296,7 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
     return (choice, None) if best else (None, choice)
 
 
-def untuned_ms(tried: WithSpec, tuned: list, flags: list[str]) -> float:
+def untuned_ms(tried: WithSpec, tuned: list[TunableOp], flags: list[str]) -> float:
     """The time of the tunable dispatches under `flags` that no entry for the ops `tuned`
     configures, in the session that timed the set with the spec."""
     configured = {d for op in tuned for d in ranking.configurable(op, tried.roots, flags)}
