@@ -427,7 +427,8 @@ def test_a_tied_runner_up_is_judged_by_the_time_the_spec_leaves_it_to_tune():
     tunable dispatches no entry matches, never a configured or untunable one."""
     from iree_dispatch_profiler.iree.tunable import DispatchRoot
     from iree_dispatch_profiler.measure.protocol import Outcome
-    from iree_dispatch_profiler.tuning.model.flag_search import WithSpec, untuned_ms
+    from iree_dispatch_profiler.core.stats import Estimate
+    from iree_dispatch_profiler.tuning.model.flag_search import WithSpec, tie_to_tune, untuned_ms
 
     def root(name, op):
         return DispatchRoot(name, op.name if op else "linalg.generic",
@@ -440,3 +441,18 @@ def test_a_tied_runner_up_is_judged_by_the_time_the_spec_leaves_it_to_tune():
     assert untuned_ms(tried, [MATMUL], []) == 3.0  # configured, untunable and unknown: not counted
     assert untuned_ms(tried, [], []) == 5.0
     assert untuned_ms(tried, [MATMUL, other], []) == 0.0
+
+    def tried_set(speedup, low, high, ms, reason=""):  # the set's whole time: 10 ms
+        runtime = Estimate(10.0, 9.0, 11.0, 0.01, 10)
+        return WithSpec(Outcome("x", reason=reason, runtime=runtime,
+                                speedup=Estimate(speedup, low, high, 0.01, 10)), roots, ms)
+    flags = {n: [] for n in ("im2col", "tiled", "faster", "slower", "little", "crashed")}
+    found = {"im2col": tried_set(0.99, 0.95, 1.02, {"d_tuned": 2.0, "d_new": 3.0}),  # 3 ms left
+             "tiled": tried_set(1.01, 0.99, 1.03, {"d_tuned": 2.0, "d_new": 2.0}),  # 2 ms left
+             "faster": tried_set(1.3, 1.2, 1.4, {"d_new": 9.0}),  # significant: no tie
+             "slower": tried_set(0.7, 0.6, 0.8, {"d_new": 9.0}),
+             "crashed": tried_set(1.0, 0.9, 1.1, {"d_new": 9.0}, reason="crashed")}
+    assert tie_to_tune(found, [MATMUL], flags) == ("im2col", 3.0)
+    found["im2col"].ms["d_new"] = 0.5  # under a tenth of its 10 ms: not worth a round
+    assert tie_to_tune(found, [MATMUL], flags) == ("tiled", 2.0)
+    assert tie_to_tune({"little": found["im2col"]}, [MATMUL], flags) is None

@@ -278,22 +278,30 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
     best = fastest_significant({n: w.outcome for n, w in found.items()})
     by_name = {f.name: f for f in sets}
-    untuned = {n: untuned_ms(w, tuned, by_name[n].args) for n, w in found.items()
-               if best is None and not w.outcome.reason and w.outcome.speedup is not None
-               and not stats.significant(w.outcome.speedup, stats.MIN_EFFECT)}
-    worth = {n: ms for n, ms in untuned.items()
-             if ms >= TIE_UNTUNED * found[n].outcome.runtime.median}
-    name = best or max(worth, key=lambda n: worth[n], default=None)
+    tie = None if best else tie_to_tune(found, tuned, {n: f.args for n, f in by_name.items()})
+    name = best or (tie[0] if tie else None)
     if name is None:
         return None, None
-    if best is None:
+    if tie:
         tuner.log(f"Flags {name} tie with the answer and leave the most time to tune "
-                  f"({untuned[name]:.3f} ms a call in dispatches the spec does not configure): "
+                  f"({tie[1]:.3f} ms a call in dispatches the spec does not configure): "
                   "their own targets are tuned")
     flag_set = by_name[name]
     build, roots = tuner.build_surveyed(f"model_{flag_set.name}", flag_set.args)
     choice = None if build.reason else FlagChoice(flag_set, build, roots)
     return (choice, None) if best else (None, choice)
+
+
+def tie_to_tune(found: dict[str, WithSpec], tuned: list[TunableOp], flags: dict[str, list[str]]
+                ) -> tuple[str, float] | None:
+    """Of the sets that tie with the answer, the one leaving the most time (ms) in dispatches
+    that no entry configures, if that is TIE_UNTUNED of its time or more."""
+    untuned = {n: untuned_ms(w, tuned, flags[n]) for n, w in found.items()
+               if not w.outcome.reason and w.outcome.speedup is not None
+               and not stats.significant(w.outcome.speedup, stats.MIN_EFFECT)}
+    worth = [(n, ms) for n, ms in untuned.items()
+             if ms >= TIE_UNTUNED * found[n].outcome.runtime.median]
+    return max(worth, key=lambda item: item[1], default=None)
 
 
 def untuned_ms(tried: WithSpec, tuned: list[TunableOp], flags: list[str]) -> float:
