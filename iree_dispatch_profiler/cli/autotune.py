@@ -196,10 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="autotune_") as scratch:
         if s.output is None and args.list:
             s.output = Path(scratch) / "list.csv"
-        return tuned(args, s)
+        return run_mode(args, s)
 
 
-def tuned(args: argparse.Namespace, s: Settings) -> int:
+def run_mode(args: argparse.Namespace, s: Settings) -> int:
+    """--model, or a single op: listed or tuned."""
     if args.model:
         status = model_tuning.run_model(s, prepare(args, s))
     else:

@@ -73,7 +73,9 @@ def survey(tuner: ModelTuner, roots: dict, seconds: float, numbers: dict[Matcher
         target, why = "", not_tunable(root, tuner.base_flags)
         if not why:  # one target per spec matcher: what the spec cannot tell apart is tuned once
             matcher = Matcher.of(op)
-            target = keys[matcher] if matcher in keys else keys.setdefault(matcher, next(fresh))
+            if matcher not in keys:
+                keys[matcher] = next(fresh)
+            target = keys[matcher]
         cumulative += ms[name] / total
         rows.append({"rank": rank, "dispatch": name, "root": root.name if root else "",
                      "shape": op.shape if op else "", "types": op.types if op else "",
