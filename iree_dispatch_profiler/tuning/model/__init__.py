@@ -142,9 +142,7 @@ def faster_with_own_targets(tuner: ModelTuner, flag_set: FlagSet, configs: dict,
     """Whether a set that tied with the answer's spec, given a spec of its own targets'
     winners (and the entries kept), is significantly faster than the answer."""
     path = tuner.work / f"spec_{flag_set.name}.mlir"
-    path.write_text(tuning_spec.text(tuning_spec.entries(
-        [(targets[n].op, configs[n]) for n in configs],
-        intended={n: targets[n].dispatches for n in configs})))
+    final.write_spec(path, configs, targets)
     found = flag_search.with_spec(tuner, [flag_set], path, "its own targets tuned")
     if fastest_significant({n: w.outcome for n, w in found.items()}) != flag_set.name:
         return False

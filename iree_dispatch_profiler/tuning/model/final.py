@@ -174,16 +174,22 @@ def winners(tuner: ModelTuner, results: list[OpResult], by_number: dict[int, Tun
     return found
 
 
+def write_spec(path: Path, configs: dict, by_number: dict[int, TuningTarget]) -> list[Entry]:
+    """The spec of target number -> config written to `path`; its entries as written (the
+    check names what is in the file)."""
+    entries = tuning_spec.entries([(by_number[n].op, configs[n]) for n in configs],
+                                  intended={n: by_number[n].dispatches for n in configs})
+    path.write_text(tuning_spec.text(entries))
+    return entries
+
+
 def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
            flags: FlagSet | None, default_roots: dict) -> tuple[ModelResult, set[int]]:
     """The spec of the winners that stay faster beside each other, written, checked and
     measured (no spec if none stays); the result and the targets in the spec."""
     s, spec = tuner.s, tuner.s.paths.tuning_spec
     while configs:
-        # the entries as written: the check names what is in the file
-        entries = tuning_spec.entries([(by_number[n].op, configs[n]) for n in configs],
-                                      intended={n: by_number[n].dispatches for n in configs})
-        spec.write_text(tuning_spec.text(entries))
+        entries = write_spec(spec, configs, by_number)
         result = measure_model(tuner, entries, spec, flags, default_roots, by_number,
                                s.confirm_seconds)
         # A winner measured alone can lose beside the others: drop it and measure again.
