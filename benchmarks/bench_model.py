@@ -61,6 +61,7 @@ SUMMARY_PREFIXES = ("  flags ", "Flags: ", "Trials by expected gain", "  target 
                     "Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ",
                     "Model: ", "Model times", "IREE data tiling + ukernels does not", "target ",
                     "Answer: ")
+TIME_GOES = "Where the answer's call goes"
 BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling.vmfb",
           "tuned (flags + spec)": "model_tuned.vmfb"}
 TORCH = "PyTorch eager"
@@ -84,6 +85,20 @@ def torch_eager(name: str, inputs: list[np.ndarray], weights: dict[str, np.ndarr
         with torch.inference_mode():
             return module(*tensors)
     return call
+
+
+def time_goes(lines: list[str]) -> list[str]:
+    """autotune.py's block on where the answer's call goes: its slowest dispatches at their
+    GFLOP/s against the session's peak, and the call's time beyond them."""
+    for i, line in enumerate(lines):
+        if line.startswith(TIME_GOES):
+            block = [line]
+            for more in lines[i + 1:]:
+                if not more.startswith("  "):
+                    break
+                block.append(more)
+            return block
+    return []
 
 
 def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
@@ -171,6 +186,7 @@ def main() -> int:
                   f"{row.root} {row.shape}  [{target}]")
         print("\n".join(line for line in lines if line.startswith(SUMMARY_PREFIXES)
                         or line.startswith("  answer:")))
+        print("\n".join(time_goes(lines)))
         session = side_by_side(name, paths.work, args.confirm_seconds, parameters, weights)
         outcomes = session["outcomes"]
         print("whole model call, one interleaved session (median of samples, each the mean ms per call [95%]):")

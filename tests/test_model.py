@@ -122,6 +122,14 @@ def test_a_spec_applies_to_the_model_and_outputs_agree(tmp_path):
     assert any(line.startswith("Model: ") for line in result.stdout.splitlines())
     report = (tmp_path / "checked_model_report.md").read_text()
     assert "Outputs: agree" in report and (tmp_path / "checked_model.png").stat().st_size > 0
+    # each matmul of 64x256 by 256x512 (and back) is 2 * 64 * 256 * 512 FLOP: its GFLOP/s
+    # times its tuned ms says so, from the tuned build's own root ops
+    rows = [line.split(" | ") for line in report.splitlines() if "| linalg.matmul " in line]
+    assert len(rows) == 2
+    for row in rows:
+        assert float(row[5]) * float(row[4]) * 1e6 == pytest.approx(2 * 64 * 256 * 512, rel=0.02)
+    assert "Where the answer's call goes (no peak measured (--calibration off)):" in result.stdout
+    assert "  the call beyond its dispatches " in result.stdout
 
 
 def test_a_spec_that_matches_nothing_is_reported(tmp_path):

@@ -456,3 +456,40 @@ def test_a_tied_runner_up_is_judged_by_the_time_the_spec_leaves_it_to_tune():
     found["im2col"].ms["d_new"] = 0.5  # under a tenth of its 10 ms: not worth a round
     assert tie_to_tune(found, [MATMUL], flags) == ("tiled", 2.0)
     assert tie_to_tune({"little": found["im2col"]}, [MATMUL], flags) is None
+
+
+def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_peak():
+    """A dispatch's GFLOP/s is its root op's multiplies and adds per model call (all its calls)
+    over its time; one without a known root op has none; the call's time beyond its dispatches
+    is the whole call less their sum."""
+    from iree_dispatch_profiler.core.stats import Estimate
+    from iree_dispatch_profiler.iree.tunable import DispatchRoot
+    from iree_dispatch_profiler.tuning.model import final, verdict
+
+    attention = TunableOp(0, "main", "iree_linalg_ext.online_attention", "attention",
+                          (4, 128, 64, 128, 64), (("batch", (0,)), ("m", (1,)), ("k1", (2,)),
+                                                  ("k2", (3,)), ("n", (4,))), (), "f32", "f32")
+    assert attention.flops == 2 * 4 * 128 * 128 * (64 + 64)  # Q K^T and P V, not the softmax
+    assert MATMUL.flops == 2 * 500 * 384 * 256
+    assert dataclasses.replace(MATMUL, loops=()).flops is None  # a dynamic bound: unknown
+    roots = {"d_mm": DispatchRoot("d_mm", "linalg.matmul", (), MATMUL, ""),
+             "d_att": DispatchRoot("d_att", attention.name, (), attention, ""),
+             "d_pack": DispatchRoot("d_pack", "linalg.pack", (), None, "")}
+    work = final.work(roots, [{"d_mm": (2, 1.0), "d_att": (1, 2.0), "d_pack": (1, 0.5)}])
+    assert work == {"d_mm": 2 * MATMUL.flops, "d_att": attention.flops}  # a matmul run twice a call
+    result = final.ModelResult(None, None, [], None, None, None, None, None, {}, {},
+                               {"d_mm": 1.0, "d_att": 2.0, "d_pack": 0.5},
+                               {"tuned": (Estimate(3.5, 3.4, 3.6, 0.01, 10), 5.0)}, work)
+    rows = [{"dispatch": d, "root": r, "shape": "", "target": "", "share": 0.1}
+            for d, r in (("d_att", attention.name), ("d_mm", "linalg.matmul"), ("d_pack", "linalg.pack"))]
+    dispatches = verdict.dispatch_rows(rows, result, set(), {}, 100.0)
+    rates = {d["dispatch"]: d["gflops"] for d in dispatches}
+    assert rates["d_mm"] == pytest.approx(2 * MATMUL.flops / 1e6) and rates["d_pack"] is None
+    assert [d["of_peak"] for d in dispatches][:2] == pytest.approx([attention.flops / 2e6 / 100,
+                                                                   2 * MATMUL.flops / 1e6 / 100])
+    lines = verdict.time_goes_lines(dispatches, result, {"gflops": 100.0})
+    assert lines[0] == "Where the answer's call goes (this session's peak 100 GFLOP/s):"
+    assert lines[1].split()[:3] == ["d_att", "2.0000", "ms"] and "8.4 GFLOP/s,   8% of peak" in lines[1]
+    assert "no FLOP count (linalg.pack)" in lines[3]
+    assert lines[-1].startswith("  the call beyond its dispatches 1.5000 ms 30.0% (whole call 5.000 ms")
+    assert verdict.time_goes_lines(dispatches, dataclasses.replace(result, times={}), None) == []

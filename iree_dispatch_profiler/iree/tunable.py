@@ -67,6 +67,18 @@ class TunableOp:
     def types(self) -> str:
         return f"{self.input_element} -> {self.accumulator_element}"
 
+    @property
+    def flops(self) -> int | None:
+        """Multiplies and adds one call does (padding a packed matmul carries included); None
+        where a bound is not static. An attention does two products, Q K^T and P V: its
+        softmax is not counted."""
+        if not self.loops:
+            return None
+        if self.kind == ATTENTION:
+            return 2 * self.size("batch") * self.size("m") * self.size("k2") * (
+                self.size("k1") + self.size("n"))
+        return 2 * math.prod(self.loops)
+
 
 def _functions(module) -> Iterator[tuple[str, object]]:
     from iree.compiler import ir

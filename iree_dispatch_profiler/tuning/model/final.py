@@ -43,6 +43,9 @@ class ModelResult:
     # build (default, data_tiling, flags, tuned) -> the summed dispatch time per model call,
     # and the whole call's median ms, from the final session
     times: dict[str, tuple[stats.Estimate, float]] = dataclasses.field(default_factory=dict)
+    # dispatch -> FLOP per model call of the answer's dispatch (its root op's, times its calls),
+    # where the root op's work is known
+    work: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def answer(self) -> bool:
@@ -87,7 +90,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
     (with `settle`, a re-confirmation: until the answer's speedup is significant either way).
     Without a spec the answer is the flags alone (verified by the flag search); without
     either, IREE's default is timed beside its data tiling."""
-    problems, builds, check = [], {}, None
+    problems, builds, check, answer_roots = [], {}, None, default_roots
     answer = tuner.s.paths.answer_build  # what bench_model.py times
     answer.unlink(missing_ok=True)
     if spec is not None:
@@ -102,6 +105,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
             tuner.log(f"Tuning spec {spec.name}, a library of {len(entries)} entries: "
                       f"{len(matching)} match this model's dispatches ({', '.join(matching)})")
         check = answer_agreement(tuner, tuned)
+        answer_roots = tuned_roots
         builds.update({"flags": tuner.default} if flags is not None else {})
         builds["tuned"] = tuned
     elif flags is not None:
@@ -133,7 +137,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        tuned.speedup if tuned and not tuned.reason else None,
                        tiling.speedup if tiling else None, against("data_tiling"),
                        against("flags"), per_target, medians(before), medians(after),
-                       model_times(outcome, benches))
+                       model_times(outcome, benches), work(answer_roots, after))
 
 
 def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:
@@ -146,6 +150,17 @@ def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:
 def medians(rows: list[dict]) -> dict[str, float]:
     """dispatch -> its median ms over the rounds of a session."""
     return {d: float(np.median([r[d][1] for r in rows if d in r])) for d in rows[-1]} if rows else {}
+
+
+def work(roots: dict, rows: list[dict]) -> dict[str, float]:
+    """dispatch -> FLOP per model call: its root op's times its calls in the last round."""
+    found = {}
+    for dispatch, (calls, _) in (rows[-1].items() if rows else ()):
+        root = roots.get(dispatch)
+        flops = root.op.flops if root is not None and root.op is not None else None
+        if flops:
+            found[dispatch] = calls * flops
+    return found
 
 
 def model_times(outcome: dict[str, Outcome], benches: dict[str, Benchmark],

@@ -13,6 +13,7 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.tuning.plots import model_plot
+from iree_dispatch_profiler.tuning.engine import DEFAULT
 from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult
 from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, ModelTuner
 
@@ -118,9 +119,10 @@ def verdict_lines(result: ModelResult) -> list[str]:
 
 
 def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int],
-                  trials: dict[int, int]) -> list[dict]:
+                  trials: dict[int, int], peak: float | None = None) -> list[dict]:
     """Each ranked dispatch before (the flags alone) and after (with the spec), its share of
-    each, its target's trials (the budget's choice) and speedup in the final session."""
+    each, its target's trials (the budget's choice) and speedup in the final session, and the
+    answer's GFLOP/s there against the session's `peak` (where its root op's work is known)."""
     total = {when: sum(times.get(r["dispatch"], 0.0) for r in rows) or math.nan
              for when, times in (("before", result.default_ms), ("after", result.tuned_ms))}
     dispatches = []
@@ -129,6 +131,8 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
         speedup = result.per_target.get(number) if number is not None else None
         before = result.default_ms.get(row["dispatch"], math.nan)
         after = result.tuned_ms.get(row["dispatch"], math.nan)
+        flops = result.work.get(row["dispatch"])
+        gflops = flops / (after * 1e6) if flops and after > 0 else None
         dispatches.append({
             "dispatch": row["dispatch"], "root": f"{row['root']} {row['shape']}",
             "share": float(row["share"]), "before_ms": before, "after_ms": after,
@@ -138,23 +142,62 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
             "speedup_high": speedup.high if speedup else None,
             "speedup_text": f"{speedup.median:.2f}x {speedup.interval('.2f')}" if speedup else "-",
             "trials": trials.get(number, 0) if number is not None else 0,
-            "in_spec": "yes" if number in tuned_targets else "no"})
+            "in_spec": "yes" if number in tuned_targets else "no",
+            "gflops": gflops, "of_peak": gflops / peak if gflops and peak else None})
     return dispatches
 
 
-def write_report(path: Path, dispatches: list[dict], result: ModelResult) -> None:
+SHOWN_DISPATCHES = 5
+
+
+def time_goes_lines(dispatches: list[dict], result: ModelResult, peak: dict | None) -> list[str]:
+    """Where the answer's call goes: its slowest dispatches, each at its GFLOP/s against this
+    session's peak (how far IREE's code for it is from the machine), and the time the call
+    takes beyond its dispatches (runtime work no config changes)."""
+    build = "tuned" if "tuned" in result.times else DEFAULT
+    shown = sorted((d for d in dispatches if d["after_ms"] > 0), key=lambda d: -d["after_ms"])
+    if build not in result.times or not shown:
+        return []
+    summed, call = result.times[build][0].median, result.times[build][1]
+    about = (f"this session's peak {peak['gflops']:.0f} GFLOP/s" if peak
+             else "no peak measured (--calibration off)")
+    lines = [f"Where the answer's call goes ({about}):"]
+    width = max(len(d["dispatch"]) for d in shown[:SHOWN_DISPATCHES])
+    for d in shown[:SHOWN_DISPATCHES]:
+        rate = (f"{d['gflops']:6.1f} GFLOP/s" + (f", {d['of_peak']:4.0%} of peak" if d["of_peak"]
+                                                  else "") if d["gflops"] else
+                f"no FLOP count ({d['root'].split()[0] if d['root'].strip() else 'no root op'})")
+        lines.append(f"  {d['dispatch']:<{width}} {d['after_ms']:8.4f} ms {d['after_ms'] / call:6.1%}"
+                     f"  {rate}")
+    rest = shown[SHOWN_DISPATCHES:]
+    if rest:
+        lines.append(f"  {len(rest)} other dispatch(es) {sum(d['after_ms'] for d in rest):.4f} ms "
+                     f"{sum(d['after_ms'] for d in rest) / call:.1%}")
+    beyond = call - summed
+    lines.append(f"  the call beyond its dispatches {beyond:.4f} ms {beyond / call:.1%} (whole call "
+                 f"{call:.3f} ms, dispatches {summed:.3f} ms: the runtime's own work)")
+    return lines
+
+
+def write_report(path: Path, dispatches: list[dict], result: ModelResult,
+                 goes: list[str]) -> None:
     lines = ["# Model tuning report", "",
              f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags
              else "Flags: none",
              f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
-             "| dispatch | root op | share | flags alone ms | tuned ms | target trials | "
-             "target speedup [95%] | in spec |",
-             "|---|---|---:|---:|---:|---:|---|---|"]
+             "| dispatch | root op | share | flags alone ms | tuned ms | tuned GFLOP/s | of peak | "
+             "target trials | target speedup [95%] | in spec |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for d in dispatches:
+        rate = f"{d['gflops']:.1f}" if d["gflops"] else "-"
+        share = f"{d['of_peak']:.0%}" if d["of_peak"] else "-"
         lines.append(f"| {d['dispatch']} | {d['root']} | {d['share']:.1%} | {d['before_ms']:.4f} | "
-                     f"{d['after_ms']:.4f} | {d['trials']} | {d['speedup_text']} | {d['in_spec']} |")
+                     f"{d['after_ms']:.4f} | {rate} | {share} | {d['trials']} | "
+                     f"{d['speedup_text']} | {d['in_spec']} |")
     lines += ["", *verdict_lines(result),
               "(times: the summed time of the model's dispatches per call, interleaved rounds)"]
+    if goes:
+        lines += ["", "```", *goes, "```"]
     if result.problems:
         lines += ["", "Spec problems:", *(f"- {p}" for p in result.problems)]
     path.write_text("\n".join(lines) + "\n")
@@ -201,10 +244,16 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
         write_compile_script(tuner, result, script)
     log(answer_line(result, script))
     report_path, plot = paths.model_report, paths.model_plot
-    dispatches = dispatch_rows(rows, result, tuned_targets, trials or {})
-    write_report(report_path, dispatches, result)
+    peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
+    dispatches = dispatch_rows(rows, result, tuned_targets, trials or {},
+                               peak["gflops"] if peak else None)
+    goes = time_goes_lines(dispatches, result, peak)
+    for line in goes:
+        log(line)
+    write_report(report_path, dispatches, result, goes)
     write_summary(paths.model_summary, tuner.facts, dispatches,
-                  [inputs, *verdict_lines(result), answer_line(result, script), *result.problems])
+                  [inputs, *verdict_lines(result), answer_line(result, script), *goes,
+                   *result.problems])
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
     log(f"Report: {report_path}; plot: {plot}"
         + (f"; ranking: {paths.ranking}" if paths.ranking.is_file() else ""))
