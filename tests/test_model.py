@@ -128,7 +128,7 @@ def test_a_spec_applies_to_the_model_and_outputs_agree(tmp_path):
     assert len(rows) == 2
     for row in rows:
         assert float(row[5]) * float(row[4]) * 1e6 == pytest.approx(2 * 64 * 256 * 512, rel=0.02)
-    assert "Where the answer's call goes (no peak measured (--calibration off)):" in result.stdout
+    assert "Where the answer's call goes (no compute ceiling measured (--calibration off)):" in result.stdout
     assert "  the call beyond its dispatches " in result.stdout
 
 

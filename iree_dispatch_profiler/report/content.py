@@ -252,11 +252,11 @@ def model(summary: dict, spec_text: str = "", flags_text: str = "") -> Page:
             "Time per dispatch: before (the flags alone) and after (flags + spec)")
         ranking.blocks.append(Block("table", table=Table("model-dispatches", [
             "dispatch", "root op", "share before (%)", "share after (%)", "before ms", "after ms",
-            "after GFLOP/s", "of peak (%)", "target trials", "target speedup [95%]", "in spec"], [
+            "after GFLOP/s", "of ceiling (%)", "target trials", "target speedup [95%]", "in spec"], [
             Row([Cell(d["dispatch"]), Cell(d["root"]), number(100 * d["share_before"], ".1f"),
                  number(100 * d["share_after"], ".1f"), number(d["before_ms"], ".4f"),
                  number(d["after_ms"], ".4f"), number(d.get("gflops"), ".1f"),
-                 number(100 * d["of_peak"] if d.get("of_peak") else None, ".0f"),
+                 number(100 * d["of_ceiling"] if d.get("of_ceiling") else None, ".0f"),
                  number(d.get("trials", 0), ".0f"),
                  with_interval(d["speedup"], d["speedup_low"], d["speedup_high"], ".2f", "x"),
                  Cell(d["in_spec"])], "best" if d["in_spec"] == "yes" else "")

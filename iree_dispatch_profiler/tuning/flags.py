@@ -59,12 +59,15 @@ CURATED = (
     FlagSet("conv_data_tiling", f"{DATA_TILING} {CONV_DATA_TILING}",
             "data tiling for convolutions too (experimental in 3.13): packed filters and "
             "microkernels", (CONVOLUTION,), group=PACKING),
+    # A depthwise convolution's 1x1 neighbours reach the dispatches as matmul-like generics,
+    # which im2col makes named matmuls (MobileNet block: 1.07x [1.06, 1.09] on its dispatches).
     FlagSet("im2col", IM2COL,
             "convolutions as im2col + matmul: the matmul paths and tile configs, also for the "
-            "batch-1 convolutions whose conv configs IREE drops", (CONVOLUTION,), group="im2col"),
+            "batch-1 convolutions whose conv configs IREE drops and the 1x1 ones beside a "
+            "depthwise convolution", (CONVOLUTION, DEPTHWISE), group="im2col"),
     FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING_EARLY}",
             "im2col, then the matmuls it makes data-tiled, early: their packed matmuls stay "
-            "tunable by the spec", (CONVOLUTION,), group="im2col"),
+            "tunable by the spec", (CONVOLUTION, DEPTHWISE), group="im2col"),
     FlagSet("channels_last",
             "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
             "iree-preprocessing-convert-conv-to-channels-last))",
