@@ -115,7 +115,7 @@ def torch_eager(name: str, inputs: list[np.ndarray], weights: dict[str, np.ndarr
 
 def time_goes(lines: list[str]) -> list[str]:
     """autotune.py's block on where the answer's call goes: its slowest dispatches at their
-    GFLOP/s against the session's peak, and the call's time beyond them."""
+    GFLOP/s against the session's compute ceiling, and the call's time beyond them."""
     for i, line in enumerate(lines):
         if line.startswith(TIME_GOES):
             block = [line]

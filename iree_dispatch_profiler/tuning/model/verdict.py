@@ -167,15 +167,18 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
     lines = [f"Where the answer's call goes ({about}):"]
     width = max(len(d["dispatch"]) for d in shown[:SHOWN_DISPATCHES])
     for d in shown[:SHOWN_DISPATCHES]:
-        rate = (f"{d['gflops']:6.1f} GFLOP/s" + (f", {d['of_ceiling']:4.0%} of the ceiling" if d["of_ceiling"]
-                                                  else "") if d["gflops"] else
-                f"no FLOP count ({d['root'].split()[0] if d['root'].strip() else 'no root op'})")
+        if d["gflops"]:
+            rate = f"{d['gflops']:6.1f} GFLOP/s"
+            if d["of_ceiling"]:
+                rate += f", {d['of_ceiling']:4.0%} of the ceiling"
+        else:
+            rate = f"no FLOP count ({d['root'].split()[0] if d['root'].strip() else 'no root op'})"
         lines.append(f"  {d['dispatch']:<{width}} {d['after_ms']:8.4f} ms {d['after_ms'] / call:6.1%}"
                      f"  {rate}")
-    rest = shown[SHOWN_DISPATCHES:]
+    rest = sum(d["after_ms"] for d in shown[SHOWN_DISPATCHES:])
     if rest:
-        lines.append(f"  {len(rest)} other dispatch(es) {sum(d['after_ms'] for d in rest):.4f} ms "
-                     f"{sum(d['after_ms'] for d in rest) / call:.1%}")
+        lines.append(f"  {len(shown) - SHOWN_DISPATCHES} other dispatch(es) {rest:.4f} ms "
+                     f"{rest / call:.1%}")
     beyond = call - summed
     lines.append(f"  the call beyond its dispatches {beyond:.4f} ms {beyond / call:.1%} (whole call "
                  f"{call:.3f} ms, dispatches {summed:.3f} ms: the runtime's own work)")
