@@ -3,6 +3,7 @@
 outputs agree, a spec that matches nothing is reported, and the tuning loop runs end to end."""
 import dataclasses
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -488,6 +489,43 @@ def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path
                      [f"--parameters=model={LM.with_suffix('.irpa')}"])
     assert ran.ok, ran.reason
     # the shipped answer on real ids gives PyTorch's logits
+    assert np.abs(np.load(logits) - np.load(LM.with_name("tiny_lm_torch_logits.npy"))).max() < 1e-4
+
+
+@pytest.mark.parametrize("cpu, triple", [("host", None), ("haswell", None),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_decomposed_attention_is_matmul_dispatches_and_gives_pytorchs_logits(tools, tmp_path,
+                                                                             cpu, triple):
+    """The decompose_attention set: the LM's attention reaches codegen as Q K^T and P V
+    matmuls, on every SIMD family; on this CPU its logits are PyTorch's (a mask or scale lost
+    in the decomposition would not be)."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree.launchers import compile_command, run_module
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.tuning.flags import CURATED, DATA_TILING_EARLY, together
+    decompose = next(f for f in CURATED if f.name == "decompose_attention")
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
+    sources, vmfb = tmp_path / "sources", tmp_path / "lm.vmfb"
+    flags = shlex.split(together(DATA_TILING_EARLY, decompose.flags))
+    built = run(compile_command(tools, target, LM, vmfb,
+                                [*flags, f"--iree-hal-dump-executable-sources-to={sources}"]), 300)
+    assert built.ok, built.failure("iree-compile", 300)
+    dispatched = "\n".join(f.read_text() for f in sources.glob("*.mlir"))
+    assert "iree_linalg_ext.attention" not in dispatched
+    assert "online_attention" not in dispatched
+    # Q K^T and P V, a product per head (2), packed or not as the target's data tiling has it
+    products = re.findall(r"export public @main\$async_dispatch_\d+_(?:batch_mmt4d|matmul_like)_2x",
+                          dispatched)
+    assert len(products) == 2, products
+    if cpu != "host":
+        return
+    logits = tmp_path / "logits.npy"
+    ran = run_module(tools, vmfb, "main", "local-task",
+                     [f"@{LM.with_name('tiny_lm_torch_ids.npy')}",
+                      f"@{LM.with_name('tiny_lm_torch_mask.npy')}"], [logits], 60,
+                     [f"--parameters=model={LM.with_suffix('.irpa')}"])
+    assert ran.ok, ran.reason
     assert np.abs(np.load(logits) - np.load(LM.with_name("tiny_lm_torch_logits.npy"))).max() < 1e-4
 
 

@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass
 
 from iree_dispatch_profiler.core.library import EARLY_DATA_TILING, INNER_TILED, UKERNELS
-from iree_dispatch_profiler.iree.tunable import CONTRACTION, CONVOLUTION, DEPTHWISE
+from iree_dispatch_profiler.iree.tunable import ATTENTION, CONTRACTION, CONVOLUTION, DEPTHWISE
 
 DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 # Encodings materialized before dispatches form: the packed matmuls are linalg.mmt4d when specs
@@ -18,6 +18,7 @@ EARLY_MATERIALIZATION = EARLY_DATA_TILING[1]
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
+PIPELINE = "--iree-preprocessing-pass-pipeline="
 CONV_DATA_TILING = ("--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul "
                     "--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution")
 
@@ -69,8 +70,7 @@ CURATED = (
             "im2col, then the matmuls it makes data-tiled, early: their packed matmuls stay "
             "tunable by the spec", (CONVOLUTION, DEPTHWISE), group="im2col"),
     FlagSet("channels_last",
-            "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
-            "iree-preprocessing-convert-conv-to-channels-last))",
+            f"{PIPELINE}builtin.module(util.func(iree-preprocessing-convert-conv-to-channels-last))",
             "PyTorch's NCHW convolutions turned NHWC before dispatch formation: channels "
             "contiguous, for the vector loops of depthwise convolutions too",
             (CONVOLUTION, DEPTHWISE)),
@@ -80,6 +80,16 @@ CURATED = (
     FlagSet("propagate_transposes", "--iree-opt-aggressively-propagate-transposes",
             "transposes (a Linear's weight, attention heads) folded into the ops that read them, "
             "even where that makes a named op generic: fewer transpose dispatches", (CONTRACTION,)),
+    # IREE's attention codegen reaches 7-26% of the compute ceiling on this CPU (stop 41); its
+    # matmuls, decomposed before dispatches form, are matmul dispatches (encoder block untuned:
+    # 5.2x over early data tiling's default attention, whole call).
+    FlagSet("decompose_attention",
+            f"{PIPELINE}builtin.module(util.func("
+            "iree-linalg-ext-convert-attention-to-online-attention,"
+            "iree-linalg-ext-decompose-attention))",
+            "attention decomposed before dispatches form into Q K^T, softmax and P V: two "
+            "matmul dispatches the matmul paths and tile configs serve, instead of IREE's "
+            "attention codegen", (ATTENTION,)),
     FlagSet("aggressive_fusion", "--iree-dispatch-creation-enable-aggressive-fusion",
             "fuses producers and consumers IREE keeps apart by default: fewer dispatches and "
             "less memory traffic"),
@@ -95,16 +105,35 @@ def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str]) -> list
     return [f for f in sets if not f.needs or set(f.needs) & kinds]
 
 
-def joined(name: str, faster: list[str], sets: list[FlagSet], most: int = 2) -> list[FlagSet]:
-    """The set `name` joined with each of the `most` first others of `faster` (names, fastest
-    first) that are not of its group: what the second round of a flag search measures."""
+def joined(name: str, faster: list[str], sets: list[FlagSet]) -> list[FlagSet]:
+    """The set `name` joined with the first set of `faster` (names, fastest first) of each
+    group but its own: what the second round of a flag search measures."""
     by_name = {f.name: f for f in sets}
     base = by_name[name]
-    others = [by_name[n] for n in faster if n in by_name and n != name
-              and (by_name[n].group or n) != (base.group or name)]
-    return [FlagSet(f"{base.name}+{other.name}", f"{base.flags} {other.flags}",
+    others: dict[str, FlagSet] = {}
+    for other in (by_name[n] for n in faster if n in by_name):
+        others.setdefault(other.group or other.name, other)
+    others.pop(base.group or name, None)
+    return [FlagSet(f"{base.name}+{other.name}", together(base.flags, other.flags),
                     f"{base.name} and {other.name} together: each is faster alone")
-            for other in others[:most]]
+            for other in others.values()]
+
+
+def together(first: str, second: str) -> str:
+    """Two flag strings on one command line. iree-compile keeps only the last of two
+    preprocessing pipelines, so theirs become one that runs the first's passes, then the
+    second's."""
+    args = [*shlex.split(first), *shlex.split(second)]
+    pipelines = [a[len(PIPELINE):] for a in args if a.startswith(PIPELINE)]
+    if len(pipelines) < 2:
+        return shlex.join(args)
+    prefix = "builtin.module(util.func("
+    if not all(p.startswith(prefix) and p.endswith("))") for p in pipelines):
+        raise ValueError(f"cannot join preprocessing pipelines {pipelines}: not all of the "
+                         f"form {prefix}...))")
+    passes = ",".join(p[len(prefix):-2] for p in pipelines)
+    rest = [a for a in args if not a.startswith(PIPELINE)]
+    return shlex.join([*rest, f"{PIPELINE}{prefix}{passes}))"])
 
 
 def given(flag_points: dict[str, str]) -> list[FlagSet]:

@@ -226,7 +226,7 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     script.unlink(missing_ok=True)
     shipped = result.answer and result.outputs_ok
     if shipped and result.flags is not None:
-        flags_path.write_text(result.flags.flags + "\n")
+        flags_path.write_text(shlex.join(result.flags.args) + "\n")  # quoted for a shell
     if result.spec is not None and not result.outputs_ok:
         # kept to look at, under a name no one ships by mistake
         result.spec.replace(paths.rejected_spec if result.spec == paths.tuning_spec
