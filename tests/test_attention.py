@@ -88,3 +88,27 @@ def test_attention_configs_compile_for_other_cpus(tmp_path, cpu, triple):
     compiled = run_script("compile.py", "--generated-dir", tmp_path)
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied
+
+
+@pytest.mark.iree
+def test_an_attention_is_tuned_with_its_decomposition_too(tmp_path):
+    """Beside its tile configs, a single attention's search has its decomposition into two
+    matmuls as flag points, verified against numpy like every candidate; a winner is
+    written as flags."""
+    import shlex
+    from iree_dispatch_profiler.tuning.space import ATTENTION_FLAG_POINTS
+    assert run_script("generator.py", "--generated-dir", tmp_path, *SMALL,
+                      "--data-types=f32").returncode == 0
+    (module,) = tmp_path.glob("generated/linalg/attention/*/*_default.mlir")
+    output = tmp_path / "att.csv"
+    tuned = run_script("autotune.py", "--input", module, "--n-trial", "3", "--output", output,
+                       "--calibration=off", "--store=off", "--batch-seconds", "1",
+                       "--confirm-seconds", "2")
+    assert tuned.returncode == 0, tuned.stdout[-3000:] + tuned.stderr
+    trials = pd.read_csv(output).set_index("candidate")
+    flags = [f"flags_{name}" for name in ATTENTION_FLAG_POINTS]
+    assert (trials.loc[flags, "status"] == "ok").all(), trials.loc[flags, ["status", "reason"]]
+    best = tmp_path / "att_best_flags.txt"
+    if best.exists():  # a flag point won: the file holds its flags, quoted for a shell
+        assert shlex.split(best.read_text()) in [shlex.split(f)
+                                                for f in ATTENTION_FLAG_POINTS.values()]

@@ -402,6 +402,10 @@ def test_the_second_round_joins_the_choice_with_faster_sets_of_other_groups():
                             "--iree-opt-aggressively-propagate-transposes"]
     assert [f.name for f in joined("im2col", ["im2col_data_tiling", "O3"], sets)] == ["im2col+O3"]
     assert joined("O3", ["O3"], sets) == []
+    # a join joined again: with none of its parts' groups
+    (pair,) = joined("decompose_attention", ["data_tiling_early"], sets)
+    again = joined(pair.name, ["data_tiling", "O3", "decompose_attention", "im2col"], [*sets, pair])
+    assert [f.name for f in again] == [f"{pair.name}+O3", f"{pair.name}+im2col"]
 
 
 def test_sets_that_may_be_faster_under_the_first_join_it():
@@ -437,6 +441,36 @@ def test_joined_sets_run_both_preprocessing_pipelines():
     assert together("--a=1", "--b") == "--a=1 --b"
     with pytest.raises(ValueError, match="cannot join preprocessing pipelines"):
         together(f"{PIPELINE}builtin.module(x)", f"{PIPELINE}builtin.module(util.func(y))")
+
+
+def test_joins_go_on_while_a_join_leads():
+    """Round 2 joins the leader with its partners; round 3 joins the new leader again, with
+    none of its parts' groups; a round whose joins do not lead is the last."""
+    from iree_dispatch_profiler.tuning.flags import CURATED
+    from iree_dispatch_profiler.tuning.model.flag_search import join_rounds
+    speedups = {"decompose_attention": 4.6, "data_tiling_early": 1.02, "O3": 1.05,
+                "decompose_attention+data_tiling_early": 7.5, "decompose_attention+O3": 5.9,
+                "decompose_attention+data_tiling_early+O3": 8.5}
+    rounds = []
+
+    def measure(sets):
+        rounds.append([f.name for f in sets])
+        return [{"name": f.name, "status": "ok", "speedup": speedups.get(f.name, 1.0),
+                 "speedup_ci_low": speedups.get(f.name, 1.0) * 0.97,
+                 "speedup_ci_high": speedups.get(f.name, 1.0) * 1.02} for f in sets]
+    sets = [f for f in CURATED if f.name in ("decompose_attention", "data_tiling_early", "O3")]
+    rows, known = join_rounds(sets, measure)
+    assert rounds[1:] == [["decompose_attention+O3", "decompose_attention+data_tiling_early"],
+                          ["decompose_attention+data_tiling_early+O3"]]
+    assert len(rows) == len(known) == 6
+    speedups["decompose_attention+data_tiling_early+O3"] = 7.0  # round 3 does not lead
+    rounds.clear()
+    rows, _ = join_rounds(sets, measure)
+    assert max(rows, key=lambda r: r["speedup"])["name"] == "decompose_attention+data_tiling_early"
+    speedups.update({"decompose_attention+data_tiling_early": 4.0, "decompose_attention+O3": 4.5})
+    rounds.clear()
+    join_rounds(sets, measure)
+    assert len(rounds) == 2  # round 2 does not lead: no round 3
 
 
 def test_flag_sets_are_searched_for_the_kinds_of_op_they_change():

@@ -19,6 +19,9 @@ IM2COL = "--iree-global-opt-use-im2col-for-convs"
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
 PIPELINE = "--iree-preprocessing-pass-pipeline="
+DECOMPOSE_ATTENTION = (f"{PIPELINE}builtin.module(util.func("
+                       "iree-linalg-ext-convert-attention-to-online-attention,"
+                       "iree-linalg-ext-decompose-attention))")
 CONV_DATA_TILING = ("--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul "
                     "--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution")
 
@@ -83,10 +86,7 @@ CURATED = (
     # IREE's attention codegen reaches 7-26% of the compute ceiling on this CPU (stop 41); its
     # matmuls, decomposed before dispatches form, are matmul dispatches (encoder block untuned:
     # 5.2x over early data tiling's default attention, whole call).
-    FlagSet("decompose_attention",
-            f"{PIPELINE}builtin.module(util.func("
-            "iree-linalg-ext-convert-attention-to-online-attention,"
-            "iree-linalg-ext-decompose-attention))",
+    FlagSet("decompose_attention", DECOMPOSE_ATTENTION,
             "attention decomposed before dispatches form into Q K^T, softmax and P V: two "
             "matmul dispatches the matmul paths and tile configs serve, instead of IREE's "
             "attention codegen", (ATTENTION,)),
@@ -106,14 +106,16 @@ def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str]) -> list
 
 
 def joined(name: str, faster: list[str], sets: list[FlagSet]) -> list[FlagSet]:
-    """The set `name` joined with the first set of `faster` (names, fastest first) of each
-    group but its own: what the second round of a flag search measures."""
+    """The set `name` (a set of `sets`, or sets joined: `a+b`) joined with the first set of
+    `faster` (names, fastest first) of each group it has none of: what the later rounds of a
+    flag search measure."""
     by_name = {f.name: f for f in sets}
     base = by_name[name]
     others: dict[str, FlagSet] = {}
     for other in (by_name[n] for n in faster if n in by_name):
         others.setdefault(other.group or other.name, other)
-    others.pop(base.group or name, None)
+    for part in {name, *name.split("+")}:
+        others.pop(by_name[part].group or part if part in by_name else part, None)
     return [FlagSet(f"{base.name}+{other.name}", together(base.flags, other.flags),
                     f"{base.name} and {other.name} together: each is faster alone")
             for other in others.values()]

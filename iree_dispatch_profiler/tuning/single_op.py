@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
     cpu = toolchain.target.resolved_cpu()
     spaces = []
     for op in chosen:
-        space = tuning_space.build(op, cpu, s.lists, tuning_space.DEFAULT_FLAG_POINTS
+        space = tuning_space.build(op, cpu, s.lists, tuning_space.default_flag_points(op)
                                     if s.flag_points is None else s.flag_points, data_tiled=True)
         if not space.tiles:
             given = ", ".join(f"{k}={v}" for k, v in s.lists.items()) or "the derived lists"
@@ -157,8 +158,9 @@ def export(tuner: Tuner, results: list[OpResult]) -> None:
     if flag_winners:
         point = next(p for p in flag_winners[0].space.points if p.name == flag_winners[0].winner)
         path = paths.best_flags
-        path.write_text(point.flags + "\n")
-        log(f"Best flags: {path} ({point.flags})")
+        shown = shlex.join(shlex.split(point.flags))  # quoted for a shell, as --model's
+        path.write_text(shown + "\n")
+        log(f"Best flags: {path} ({shown})")
     log.phase("export", time.perf_counter() - start)
 
 

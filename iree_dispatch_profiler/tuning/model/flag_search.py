@@ -73,18 +73,23 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
     return FlagChoice(chosen, build, roots, failed, rows)
 
 
+JOIN_ROUNDS = 2  # sets of up to three levers
+
+
 def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], dict]:
     """A row per set (module_flags.COLUMNS), and the builds with their roots by set name. The
     sets are measured alone, then the one that would be chosen joined with the best set of
-    each other group that may be faster under it (partners, module_flags.joined): levers
-    compound."""
-    rows, built = measure_round(tuner, sets)
-    first, _ = choose(faster_rows(rows), sets)
-    joined = module_flags.joined(first["name"], partners(rows, first), sets) if first else []
-    if joined:
-        more, more_built = measure_round(tuner, joined)
-        rows, built = rows + more, {**built, **more_built}
-    chosen, best = choose(faster_rows(rows), [*sets, *joined])
+    each other group that may be faster under it (partners, module_flags.joined), and again
+    while a join is chosen (JOIN_ROUNDS at most): levers compound."""
+    built: dict = {}
+
+    def measure(round_sets: list[FlagSet]) -> list[dict]:
+        rows, round_built = measure_round(tuner, round_sets)
+        built.update(round_built)
+        return rows
+
+    rows, known = join_rounds(sets, measure)
+    chosen, best = choose(faster_rows(rows), known)
     if chosen is None:
         chosen = seedable(rows, tuner.ask_store(Store.answered_flags))
         if chosen is not None:
@@ -97,6 +102,24 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
     if chosen is not None:
         chosen["chosen"] = "yes"
     return rows, built
+
+
+def join_rounds(sets: list[FlagSet], measure) -> tuple[list[dict], list[FlagSet]]:
+    """The rows of `sets` measured alone, then of the leader joined with its partners, round
+    after round while a join leads (JOIN_ROUNDS at most); and every set measured. `measure`
+    gives a round's rows."""
+    rows = alone = measure(sets)
+    known = list(sets)
+    leader, _ = choose(faster_rows(rows), known)
+    for _ in range(JOIN_ROUNDS):
+        joined = module_flags.joined(leader["name"], partners(alone, leader), known) if leader else []
+        if not joined:
+            break
+        rows, known = rows + measure(joined), known + joined
+        leader, previous = choose(faster_rows(rows), known)[0], leader
+        if leader is previous:  # no join beat it: the next round would join the same sets
+            break
+    return rows, known
 
 
 def partners(rows: list[dict], first: dict) -> list[str]:
