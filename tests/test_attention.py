@@ -77,6 +77,8 @@ def test_attention_dispatches_verify_against_numpy_and_configs_apply(attention_s
     tiled = data[data["Configuration"].str.startswith("tile_config_")]
     assert len(tiled) >= 16 and (tiled["Config applied"] == "yes").all()
     assert set(data[data["Provider"] == "numpy"]["Configuration"]) == {"numpy"}
+    # its decomposition into matmuls is a configuration of its own, verified like the others
+    assert len(data[data["Configuration"] == "default_decomposed"]) == 2  # f32, f16
 
 
 @pytest.mark.iree

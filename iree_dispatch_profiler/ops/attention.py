@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from iree_dispatch_profiler.core import values
-from iree_dispatch_profiler.core.library import (DEFAULT_CONFIGURATION, DataType, Device, Target,
+from iree_dispatch_profiler.core.library import (DECOMPOSED_CONFIGURATION, DEFAULT_CONFIGURATION,
+                                                 DataType, Device, Target,
                                                  TensorDescription, TuningConfiguration, UserError)
 from iree_dispatch_profiler.ops import cpu_tiles
 from iree_dispatch_profiler.ops.mlir_text import attribute_dictionary, prologue, tensor_type
@@ -150,9 +151,10 @@ def cpu_configuration(tile: cpu_tiles.AttentionTile) -> TuningConfiguration:
 
 
 def tuning_configurations(op: AttentionOperation, target: Target) -> list[TuningConfiguration]:
-    """IREE's default, plus tile configs on llvm-cpu."""
+    """IREE's default, plus on llvm-cpu its decomposition into matmuls and tile configs."""
     configs = [DEFAULT_CONFIGURATION]
     if target.device is Device.LLVMCPU:
+        configs += [DECOMPOSED_CONFIGURATION]
         configs += [cpu_configuration(t) for t in
                     cpu_tiles.attention_tiles(target.resolved_cpu(), op.m, op.n, op.k1, op.k2)]
     return configs

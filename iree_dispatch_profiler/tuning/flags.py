@@ -6,7 +6,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from iree_dispatch_profiler.core.library import EARLY_DATA_TILING, INNER_TILED, UKERNELS
+from iree_dispatch_profiler.core.library import (DECOMPOSE_ATTENTION, EARLY_DATA_TILING, INNER_TILED,
+                                                 UKERNELS)
 from iree_dispatch_profiler.iree.tunable import ATTENTION, CONTRACTION, CONVOLUTION, DEPTHWISE
 
 DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
@@ -16,12 +17,9 @@ DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 DATA_TILING_EARLY = " ".join((*EARLY_DATA_TILING, UKERNELS))
 EARLY_MATERIALIZATION = EARLY_DATA_TILING[1]
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
+PIPELINE = "--iree-preprocessing-pass-pipeline="
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
-PIPELINE = "--iree-preprocessing-pass-pipeline="
-DECOMPOSE_ATTENTION = (f"{PIPELINE}builtin.module(util.func("
-                       "iree-linalg-ext-convert-attention-to-online-attention,"
-                       "iree-linalg-ext-decompose-attention))")
 CONV_DATA_TILING = ("--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul "
                     "--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution")
 
@@ -83,9 +81,9 @@ CURATED = (
     FlagSet("propagate_transposes", "--iree-opt-aggressively-propagate-transposes",
             "transposes (a Linear's weight, attention heads) folded into the ops that read them, "
             "even where that makes a named op generic: fewer transpose dispatches", (CONTRACTION,)),
-    # IREE's attention codegen reaches 7-26% of the compute ceiling on this CPU (stop 41); its
-    # matmuls, decomposed before dispatches form, are matmul dispatches (encoder block untuned:
-    # 5.2x over early data tiling's default attention, whole call).
+    # IREE's attention codegen reached 7-26% of the compute ceiling in bench_model's
+    # transformers (AVX2 EPYC); decomposed, the encoder block ran 4.6x over IREE's default
+    # untuned, and 7.5x joined with data_tiling_early, whole call.
     FlagSet("decompose_attention", DECOMPOSE_ATTENTION,
             "attention decomposed before dispatches form into Q K^T, softmax and P V: two "
             "matmul dispatches the matmul paths and tile configs serve, instead of IREE's "
@@ -117,7 +115,8 @@ def joined(name: str, faster: list[str], sets: list[FlagSet]) -> list[FlagSet]:
     for part in {name, *name.split("+")}:
         others.pop(by_name[part].group or part if part in by_name else part, None)
     return [FlagSet(f"{base.name}+{other.name}", together(base.flags, other.flags),
-                    f"{base.name} and {other.name} together: each is faster alone")
+                    f"{base.name} and {other.name} together: {other.name} may be faster "
+                    f"under {base.name}")
             for other in others.values()]
 
 
