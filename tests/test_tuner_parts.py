@@ -516,7 +516,9 @@ def test_a_tied_runner_up_is_judged_by_the_time_the_spec_leaves_it_to_tune():
     from iree_dispatch_profiler.iree.tunable import DispatchRoot
     from iree_dispatch_profiler.measure.protocol import Outcome
     from iree_dispatch_profiler.core.stats import Estimate
-    from iree_dispatch_profiler.tuning.model.flag_search import WithSpec, tie_to_tune, untuned_ms
+    from iree_dispatch_profiler.tuning.model.flag_search import (TIE_ROUND_BEFORE_S, WithSpec,
+                                                                 tie_round_fits, tie_to_tune,
+                                                                 untuned_ms)
 
     def root(name, op):
         return DispatchRoot(name, op.name if op else "linalg.generic",
@@ -544,6 +546,8 @@ def test_a_tied_runner_up_is_judged_by_the_time_the_spec_leaves_it_to_tune():
     found["im2col"].ms["d_new"] = 0.5  # under a tenth of its 10 ms: not worth a round
     assert tie_to_tune(found, [MATMUL], flags) == ("tiled", 2.0)
     assert tie_to_tune({"little": found["im2col"]}, [MATMUL], flags) is None
+    # a tie's search takes about as long as the first: not once half of 10 minutes are spent
+    assert tie_round_fits(120) and not tie_round_fits(TIE_ROUND_BEFORE_S + 1)
 
 
 def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_ceiling():

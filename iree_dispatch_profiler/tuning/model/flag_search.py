@@ -298,6 +298,14 @@ RUNNERS_UP = 3
 # A tie has its own targets tuned only if this share of its time is in dispatches the spec
 # does not configure: 1.3x on a tenth of the time is 2.4%, under the minimum effect.
 TIE_UNTUNED = 0.1
+# ... and only if the run so far took less than this: the tie's targets searched again take
+# about as long as the first search, and a model is tuned within 10 minutes on 2 cores.
+TIE_ROUND_BEFORE_S = 300
+
+
+def tie_round_fits(elapsed_s: float) -> bool:
+    """Whether a run that has taken `elapsed_s` can tune a tie's targets within its time."""
+    return elapsed_s < TIE_ROUND_BEFORE_S
 
 
 def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: list[TunableOp]
@@ -315,6 +323,11 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
     best = fastest_significant({n: w.outcome for n, w in found.items()})
     by_name = {f.name: f for f in sets}
     tie = None if best else tie_to_tune(found, tuned, {n: f.args for n, f in by_name.items()})
+    if tie and not tie_round_fits(time.perf_counter() - tuner.started):
+        tuner.log(f"Flags {tie[0]} tie with the answer, {tie[1]:.3f} ms a call in dispatches the "
+                  f"spec does not configure: not tuned, {TIE_ROUND_BEFORE_S} s of the run are "
+                  "spent (their search would take about as long again)")
+        tie = None
     name = best or (tie[0] if tie else None)
     if name is None:
         return None, None
