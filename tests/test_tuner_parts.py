@@ -586,3 +586,23 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
     assert "no FLOP count (linalg.pack)" in lines[3]
     assert lines[-1].startswith("  the call beyond its dispatches 1.5000 ms 30.0% (whole call 5.000 ms")
     assert verdict.time_goes_lines(dispatches, dataclasses.replace(result, times={}), None) == []
+
+
+def test_a_spec_that_slows_the_whole_model_is_not_shipped():
+    """Each entry can win on its own dispatches while the whole model loses with the spec
+    (an encoder block: 0.91x [0.89, 0.93] against its flags alone): settle then ships none."""
+    from pathlib import Path
+
+    from iree_dispatch_profiler.core.stats import Estimate
+    from iree_dispatch_profiler.tuning.flags import CURATED
+    from iree_dispatch_profiler.tuning.model.final import ModelResult, slower_with_spec
+
+    def result(over_flags, speedup, flags=CURATED[0], spec=Path("spec.mlir")):
+        return ModelResult(spec, flags, [], None, Estimate(*speedup, 0.01, 20), None, None,
+                           Estimate(*over_flags, 0.01, 20), {}, {}, {})
+    assert slower_with_spec(result((0.91, 0.89, 0.93), (5.8, 5.5, 5.9)))
+    assert not slower_with_spec(result((1.05, 1.03, 1.08), (5.8, 5.5, 5.9)))
+    assert not slower_with_spec(result((0.99, 0.96, 1.01), (5.8, 5.5, 5.9)))  # a tie: kept
+    # without flags the spec's part is the answer against IREE's default
+    assert slower_with_spec(result((1.0, 1.0, 1.0), (0.90, 0.88, 0.92), flags=None))
+    assert not slower_with_spec(result((0.91, 0.89, 0.93), (5.8, 5.5, 5.9), spec=None))

@@ -198,6 +198,16 @@ def write_spec(path: Path, configs: dict, by_number: dict[int, TuningTarget]) ->
     return entries
 
 
+def slower_with_spec(result: ModelResult) -> bool:
+    """Whether the whole model is significantly slower with the spec than without it (its
+    flags alone, or IREE's default): each target's dispatches may still be faster (an
+    encoder block: 0.91x [0.89, 0.93] against its flags alone, its two entries 1.18x and 1.11x
+    on their own dispatches)."""
+    spec_part = result.over_flags if result.flags else result.speedup
+    return (result.spec is not None and spec_part is not None
+            and stats.significant(spec_part, stats.MIN_EFFECT) and spec_part.median < 1)
+
+
 def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
            flags: FlagSet | None, default_roots: dict) -> tuple[ModelResult, set[int]]:
     """The spec of the winners that stay faster beside each other, written, checked and
@@ -211,11 +221,18 @@ def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
         losers = [n for n in configs if n in result.per_target
                   and stats.significant(result.per_target[n], stats.MIN_EFFECT)
                   and result.per_target[n].median < 1]
-        if not losers:
+        if not losers and not slower_with_spec(result):
             return result, set(configs)
+        if not losers:  # each target holds, yet the whole model lost: no spec
+            spec_part = result.over_flags if flags else result.speedup
+            assert spec_part is not None
+            tuner.log("The whole model with the spec is "
+                      f"{stats.direction(spec_part)} than without it: no tuning spec")
+            break
         tuner.log(f"dropped from the spec, slower inside the tuned model: target(s) {losers}")
         configs = {n: c for n, c in configs.items() if n not in losers}
-    tuner.log("No tuned config beat " + ("the flags alone" if flags else "IREE's default")
-              + " inside the model: no tuning spec")
+    else:
+        tuner.log("No tuned config beat " + ("the flags alone" if flags else "IREE's default")
+                  + " inside the model: no tuning spec")
     spec.unlink(missing_ok=True)
     return measure_model(tuner, [], None, flags, default_roots, {}, s.confirm_seconds), set()
