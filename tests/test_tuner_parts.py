@@ -387,7 +387,7 @@ def test_a_decode_step_s_one_row_ops_are_tunable(cpu):
     assert "vector_reduction = [0, 0, 0, 8]" in config.lowering_config
 
 
-def test_the_second_round_joins_the_choice_with_faster_sets_of_other_groups():
+def test_a_join_takes_the_first_set_of_each_group_the_set_has_none_of():
     from iree_dispatch_profiler.tuning.flags import CURATED, joined
     sets = list(CURATED)
     faster = ["propagate_transposes", "data_tiling", "data_tiling_early", "O3", "im2col"]

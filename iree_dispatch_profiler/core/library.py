@@ -304,9 +304,10 @@ DATA_TILING_CONFIGURATION = TuningConfiguration(
 INNER_TILED = "--iree-llvmcpu-enable-inner-tiled"
 INNER_TILED_CONFIGURATION = TuningConfiguration(
     "default_inner_tiled", flags=("--iree-opt-data-tiling", INNER_TILED))
+PREPROCESSING_PIPELINE = "--iree-preprocessing-pass-pipeline="
 # Attention decomposed before dispatches form into Q K^T, a softmax and P V: matmul dispatches
-# instead of IREE's attention codegen (7-26% of the compute ceiling on an AVX2 EPYC).
-DECOMPOSE_ATTENTION = ("--iree-preprocessing-pass-pipeline=builtin.module(util.func("
+# instead of IREE's attention codegen (tuning/flags.py: what that gained).
+DECOMPOSE_ATTENTION = (f"{PREPROCESSING_PIPELINE}builtin.module(util.func("
                        "iree-linalg-ext-convert-attention-to-online-attention,"
                        "iree-linalg-ext-decompose-attention))")
 DECOMPOSED_CONFIGURATION = TuningConfiguration("default_decomposed", flags=(DECOMPOSE_ATTENTION,))

@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass
 
 from iree_dispatch_profiler.core.library import (DECOMPOSE_ATTENTION, EARLY_DATA_TILING, INNER_TILED,
-                                                 UKERNELS)
+                                                 PREPROCESSING_PIPELINE, UKERNELS)
 from iree_dispatch_profiler.iree.tunable import ATTENTION, CONTRACTION, CONVOLUTION, DEPTHWISE
 
 DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
@@ -17,7 +17,7 @@ DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 DATA_TILING_EARLY = " ".join((*EARLY_DATA_TILING, UKERNELS))
 EARLY_MATERIALIZATION = EARLY_DATA_TILING[1]
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
-PIPELINE = "--iree-preprocessing-pass-pipeline="
+PIPELINE = PREPROCESSING_PIPELINE  # iree-compile keeps the last one given (together())
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
 CONV_DATA_TILING = ("--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul "
