@@ -198,14 +198,18 @@ def write_spec(path: Path, configs: dict, by_number: dict[int, TuningTarget]) ->
     return entries
 
 
+def spec_part(result: ModelResult) -> stats.Estimate | None:
+    """The answer against itself without the spec: its flags alone, or IREE's default."""
+    return result.over_flags if result.flags else result.speedup
+
+
 def slower_with_spec(result: ModelResult) -> bool:
-    """Whether the whole model is significantly slower with the spec than without it (its
-    flags alone, or IREE's default): each target's dispatches may still be faster (an
-    encoder block: 0.91x [0.89, 0.93] against its flags alone, its two entries 1.18x and 1.11x
-    on their own dispatches)."""
-    spec_part = result.over_flags if result.flags else result.speedup
-    return (result.spec is not None and spec_part is not None
-            and stats.significant(spec_part, stats.MIN_EFFECT) and spec_part.median < 1)
+    """Whether the whole model is significantly slower with the spec than without it: each
+    target's dispatches may still be faster (an encoder block: 0.91x [0.89, 0.93] against its
+    flags alone, its two entries 1.18x and 1.11x on their own dispatches)."""
+    part = spec_part(result)
+    return (result.spec is not None and part is not None
+            and stats.significant(part, stats.MIN_EFFECT) and part.median < 1)
 
 
 def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
@@ -224,10 +228,10 @@ def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
         if not losers and not slower_with_spec(result):
             return result, set(configs)
         if not losers:  # each target holds, yet the whole model lost: no spec
-            spec_part = result.over_flags if flags else result.speedup
-            assert spec_part is not None
-            tuner.log("The whole model with the spec is "
-                      f"{stats.direction(spec_part)} than without it: no tuning spec")
+            part = spec_part(result)
+            assert part is not None
+            tuner.log(f"The whole model with the spec is {stats.direction(part)} than without "
+                      "it: no tuning spec")
             break
         tuner.log(f"dropped from the spec, slower inside the tuned model: target(s) {losers}")
         configs = {n: c for n, c in configs.items() if n not in losers}
