@@ -82,7 +82,8 @@ def test_attention_dispatches_verify_against_numpy_and_configs_apply(attention_s
 
 
 @pytest.mark.iree
-@pytest.mark.parametrize("cpu, triple", [("haswell", ""), ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+@pytest.mark.parametrize("cpu, triple", [("haswell", ""), ("skylake-avx512", ""),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
 def test_attention_configs_compile_for_other_cpus(tmp_path, cpu, triple):
     target = [f"--cpu={cpu}"] + ([f"--target-triple={triple}"] if triple else [])
     assert run_script("generator.py", "--generated-dir", tmp_path, *SMALL, *target,

@@ -493,6 +493,7 @@ def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path
 
 
 @pytest.mark.parametrize("cpu, triple", [("host", None), ("haswell", None),
+                                        ("skylake-avx512", None),
                                         ("neoverse-n1", "aarch64-unknown-linux-gnu")])
 def test_decomposed_attention_is_matmul_dispatches_and_gives_pytorchs_logits(tools, tmp_path,
                                                                              cpu, triple):
