@@ -24,13 +24,16 @@ run: setup
 	$(PY) profiler.py --generated-dir $(GEN) --output $(GEN)/data.csv --time-budget=$(BUDGET) --html $(GEN)/report.html
 
 # The lint and type gate (ruff, mypy), then the fast lane (no IREE tool runs: seconds), then the tests that drive the
-# real IREE tools. The HTML reports' tests open them in Debian's headless chromium: installed
-# here where missing (the tests skip, saying why, where it cannot be).
+# real IREE tools: those on every core (one test file per worker: a file's fixtures are made
+# once), then the few that judge one timing against another, alone (`serial`: a neighbour's
+# load is not theirs to measure). The HTML reports' tests open them in Debian's headless
+# chromium: installed here where missing (the tests skip, saying why, where it cannot be).
 test: setup browser database
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -m "not iree"
-	$(PY) -m pytest -q -m iree
+	$(PY) -m pytest -q -m "iree and not serial" --numprocesses=auto --maxprocesses=4 --dist=loadfile
+	$(PY) -m pytest -q -m "iree and serial"
 
 # The lint gate and the fast lane alone.
 fast: setup

@@ -225,6 +225,7 @@ def test_numpys_own_blas_is_named_when_scipy_loads_another():
 
 # --------------------------------------------------------------------------------------------
 @pytest.mark.iree
+@pytest.mark.serial  # the quiet machine must be quiet
 def test_a_loaded_machine_is_measured_slower_than_a_quiet_one(tools, tmp_path):
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.iree.timers import Timers

@@ -52,6 +52,7 @@ def verdict(report, variant):
     return next(c for c in report["comparisons"] if c["variant"] == variant)
 
 
+@pytest.mark.serial  # the comparison fixture's session is judged
 def test_a_real_difference_is_resolved_in_its_direction(comparison):
     _, result, report = comparison
     scalar = verdict(report, "scalar")
@@ -59,6 +60,7 @@ def test_a_real_difference_is_resolved_in_its_direction(comparison):
     assert "scalar slower than base by" in result.stdout
 
 
+@pytest.mark.serial  # the comparison fixture's session is judged
 def test_identical_variants_show_no_significant_difference(comparison):
     _, result, report = comparison
     same = verdict(report, "same")
@@ -66,6 +68,7 @@ def test_identical_variants_show_no_significant_difference(comparison):
     assert "same vs base: no significant difference" in result.stdout
 
 
+@pytest.mark.serial  # the comparison fixture's session is judged
 def test_bf16_demotion_is_caught_by_the_agreement_check(comparison):
     _, result, report = comparison
     checks = {a["variant"]: a for a in report["agreement"]}
@@ -75,6 +78,7 @@ def test_bf16_demotion_is_caught_by_the_agreement_check(comparison):
     assert result.returncode == 1  # outputs disagree beyond tolerance
 
 
+@pytest.mark.serial  # the comparison fixture's session is judged
 def test_results_files_and_saved_random_inputs(comparison):
     folder, result, report = comparison
     assert [v["name"] for v in report["variants"]] == ["base", "same", "dt", "bf16", "scalar"]

@@ -12,7 +12,8 @@ from iree_dispatch_profiler.iree.process import run
 from iree_dispatch_profiler.iree.timing import WARMUP_SECONDS
 from iree_dispatch_profiler.sweep.build import CompileRecord
 
-pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
+# every test here drives the real IREE tools, and compares two timings of one dispatch
+pytestmark = [pytest.mark.iree, pytest.mark.serial]
 
 
 def test_profiler_time_is_the_dispatch_time(tmp_path, tools):

@@ -27,6 +27,7 @@ def small(tmp_path_factory):
     return folder, paths.vmfb, dispatch.name, [b.flag for b in buffers], repeats
 
 
+@pytest.mark.serial  # one source's time against another's
 @pytest.mark.parametrize("source", list(TIMING_SOURCES))
 def test_each_timing_source_times_the_dispatch(source, small, tools, tmp_path):
     _, vmfb, function, inputs, repeats = small
