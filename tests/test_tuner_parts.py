@@ -395,9 +395,16 @@ def test_a_join_takes_the_first_set_of_each_group_the_set_has_none_of():
     assert [f.name for f in made] == ["data_tiling_early+propagate_transposes",
                                       "data_tiling_early+O3",  # data_tiling: the same group
                                       "data_tiling_early+im2col"]
-    # one set of each group: the first named
+    # one set of each group: the first named; im2col with data tiling is of both groups
     assert [f.name for f in joined("O3", ["im2col_data_tiling", "data_tiling", "im2col"],
-                                   sets)] == ["O3+im2col_data_tiling", "O3+data_tiling"]
+                                   sets)] == ["O3+im2col_data_tiling"]
+    assert [f.name for f in joined("O3", ["im2col", "data_tiling", "im2col_data_tiling"],
+                                   sets)] == ["O3+im2col", "O3+data_tiling"]
+    # never packed twice (ResNet b2 chose im2col_data_tiling+channels_last+data_tiling)
+    (pair,) = joined("im2col_data_tiling", ["channels_last"], sets)
+    assert joined(pair.name, ["data_tiling", "conv_data_tiling", "im2col"], [*sets, pair]) == []
+    assert joined("data_tiling", ["im2col_data_tiling", "im2col"], sets)[0].name == \
+        "data_tiling+im2col"
     assert made[0].args == [*next(f for f in sets if f.name == "data_tiling_early").args,
                             "--iree-opt-aggressively-propagate-transposes"]
     assert [f.name for f in joined("im2col", ["im2col_data_tiling", "O3"], sets)] == ["im2col+O3"]

@@ -35,10 +35,17 @@ class FlagSet:
     stands_for: str = ""
     # sets of one group are alternatives, never joined (default: its own name)
     group: str = ""
+    # other groups whose work this set does too (im2col with data tiling: joined with a data
+    # tiling set, it would pack twice)
+    also: tuple[str, ...] = ()
 
     @property
     def args(self) -> list[str]:
         return shlex.split(self.flags)
+
+    @property
+    def groups(self) -> set[str]:
+        return {self.group or self.name, *self.also}
 
 
 PACKING = "data tiling"  # the group of the data tiling variants
@@ -69,7 +76,7 @@ CURATED = (
             "depthwise convolution", (CONVOLUTION, DEPTHWISE), group="im2col"),
     FlagSet("im2col_data_tiling", f"{IM2COL} {DATA_TILING_EARLY}",
             "im2col, then the matmuls it makes data-tiled, early: their packed matmuls stay "
-            "tunable by the spec", (CONVOLUTION, DEPTHWISE), group="im2col"),
+            "tunable by the spec", (CONVOLUTION, DEPTHWISE), group="im2col", also=(PACKING,)),
     FlagSet("channels_last",
             f"{PIPELINE}builtin.module(util.func(iree-preprocessing-convert-conv-to-channels-last))",
             "PyTorch's NCHW convolutions turned NHWC before dispatch formation: channels "
@@ -109,15 +116,17 @@ def joined(name: str, faster: list[str], sets: list[FlagSet]) -> list[FlagSet]:
     flag search measure."""
     by_name = {f.name: f for f in sets}
     base = by_name[name]
-    others: dict[str, FlagSet] = {}
+    taken = set().union(*(by_name[p].groups if p in by_name else {p}
+                          for p in {name, *name.split("+")}))
+    others: list[FlagSet] = []
     for other in (by_name[n] for n in faster if n in by_name):
-        others.setdefault(other.group or other.name, other)
-    for part in {name, *name.split("+")}:
-        others.pop(by_name[part].group or part if part in by_name else part, None)
+        if not other.groups & taken:
+            others.append(other)
+            taken |= other.groups
     return [FlagSet(f"{base.name}+{other.name}", together(base.flags, other.flags),
                     f"{base.name} and {other.name} together: {other.name} may be faster "
                     f"under {base.name}")
-            for other in others.values()]
+            for other in others]
 
 
 def together(first: str, second: str) -> str:
