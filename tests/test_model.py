@@ -611,7 +611,7 @@ def test_targets_new_under_flags_adopted_after_tuning_are_tuned_apart_from_the_f
 
     output = tmp_path / "mlp.csv"
     args = autotune.parser().parse_args([
-        "--input", str(MLP), "--model", "--output", str(output), "--top", "1", "--n-trial", "1",
+        "--input", str(MLP), "--model", "--output", str(output), "--top", "2", "--n-trial", "1",
         "--tuner", "random", *QUICK])
     s = autotune.settings(args)
     tuner, cpu = model.start(s, autotune.prepare(args, s))
@@ -623,16 +623,17 @@ def test_targets_new_under_flags_adopted_after_tuning_are_tuned_apart_from_the_f
     roots = flag_search.adopt(tuner, flag_search.FlagChoice(early, build, roots), default_roots)
 
     again_rows, new, results = model.tune_new_targets(tuner, early.name, roots, {}, rows, cpu)
-    assert list(new) == [2] and new[2].op.kind == "mmt4d"  # --top 1: the hotter packed matmul
+    # both packed matmuls (--top 2: which is hotter is the machine's call; they are near equal)
+    assert sorted(new) == [2, 3] and {t.op.kind for t in new.values()} == {"mmt4d"}
     assert (tmp_path / "mlp_dispatches_data_tiling_early.csv").is_file()
     trials = pd.read_csv(output)
-    assert list(trials["op"]) == [2] and trials["config_applied"][0] == "yes"
-    assert [r.op.index for r in results] == [2]
+    assert sorted(trials["op"]) == [2, 3] and (trials["config_applied"] == "yes").all()
+    assert sorted(r.op.index for r in results) == [2, 3]
     # tuned before (kept with the spec): its number stays and nothing is tuned again
     kept_rows, none_new, none_results = model.tune_new_targets(
         tuner, "again", roots, new, rows, cpu)
     assert not none_new and not none_results
     numbered = {r["dispatch"]: r["target"] for r in kept_rows if r["target"] != ""}
-    assert numbered[new[2].dispatches[0]] == 2
-    assert len(set(numbered.values())) == len(numbered)  # new ones numbered after it: 3, ...
-    assert len(pd.read_csv(output)) == 1
+    assert all(numbered[t.dispatches[0]] == n for n, t in new.items())
+    assert len(set(numbered.values())) == len(numbered)
+    assert len(pd.read_csv(output)) == 2
