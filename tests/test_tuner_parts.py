@@ -400,8 +400,8 @@ def test_a_join_takes_the_first_set_of_each_group_the_set_has_none_of():
                                    sets)] == ["O3+im2col_data_tiling"]
     assert [f.name for f in joined("O3", ["im2col", "data_tiling", "im2col_data_tiling"],
                                    sets)] == ["O3+im2col", "O3+data_tiling"]
-    # never packed twice (ResNet b2 chose im2col_data_tiling+channels_last+data_tiling)
-    (pair,) = joined("im2col_data_tiling", ["channels_last"], sets)
+    # never packed twice (ResNet b2 chose im2col_data_tiling+horizontal_fusion+data_tiling)
+    (pair,) = joined("im2col_data_tiling", ["horizontal_fusion"], sets)
     assert joined(pair.name, ["data_tiling", "conv_data_tiling", "im2col"], [*sets, pair]) == []
     assert joined("data_tiling", ["im2col_data_tiling", "im2col"], sets)[0].name == \
         "data_tiling+im2col"
