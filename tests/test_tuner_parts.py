@@ -437,7 +437,8 @@ def test_sets_that_may_be_faster_under_the_first_join_it():
 def test_joined_sets_run_both_preprocessing_pipelines():
     """iree-compile keeps the last of two --iree-preprocessing-pass-pipeline flags: a join of
     channels_last and decompose_attention would silently lose one set's passes."""
-    from iree_dispatch_profiler.tuning.flags import CURATED, PIPELINE, joined, together
+    from iree_dispatch_profiler.core.library import PREPROCESSING_PIPELINE as PIPELINE
+    from iree_dispatch_profiler.tuning.flags import CURATED, joined, together
     sets = list(CURATED)
     (made,) = joined("channels_last", ["decompose_attention"], sets)
     pipelines = [a for a in made.args if a.startswith(PIPELINE)]

@@ -17,7 +17,6 @@ DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 DATA_TILING_EARLY = " ".join((*EARLY_DATA_TILING, UKERNELS))
 EARLY_MATERIALIZATION = EARLY_DATA_TILING[1]
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
-PIPELINE = PREPROCESSING_PIPELINE  # iree-compile keeps the last one given (together())
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
 CONV_DATA_TILING = ("--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul "
@@ -78,7 +77,8 @@ CURATED = (
             "im2col, then the matmuls it makes data-tiled, early: their packed matmuls stay "
             "tunable by the spec", (CONVOLUTION, DEPTHWISE), group="im2col", also=(PACKING,)),
     FlagSet("channels_last",
-            f"{PIPELINE}builtin.module(util.func(iree-preprocessing-convert-conv-to-channels-last))",
+            f"{PREPROCESSING_PIPELINE}builtin.module(util.func("
+            "iree-preprocessing-convert-conv-to-channels-last))",
             "PyTorch's NCHW convolutions turned NHWC before dispatch formation: channels "
             "contiguous, for the vector loops of depthwise convolutions too",
             (CONVOLUTION, DEPTHWISE)),
@@ -133,8 +133,9 @@ def together(first: str, second: str) -> str:
     """Two flag strings on one command line. iree-compile keeps only the last of two
     preprocessing pipelines, so theirs become one that runs the first's passes, then the
     second's."""
+    flag = PREPROCESSING_PIPELINE
     args = [*shlex.split(first), *shlex.split(second)]
-    pipelines = [a[len(PIPELINE):] for a in args if a.startswith(PIPELINE)]
+    pipelines = [a[len(flag):] for a in args if a.startswith(flag)]
     if len(pipelines) < 2:
         return shlex.join(args)
     prefix = "builtin.module(util.func("
@@ -142,8 +143,8 @@ def together(first: str, second: str) -> str:
         raise ValueError(f"cannot join preprocessing pipelines {pipelines}: not all of the "
                          f"form {prefix}...))")
     passes = ",".join(p[len(prefix):-2] for p in pipelines)
-    rest = [a for a in args if not a.startswith(PIPELINE)]
-    return shlex.join([*rest, f"{PIPELINE}{prefix}{passes}))"])
+    rest = [a for a in args if not a.startswith(flag)]
+    return shlex.join([*rest, f"{flag}{prefix}{passes}))"])
 
 
 def given(flag_points: dict[str, str]) -> list[FlagSet]:

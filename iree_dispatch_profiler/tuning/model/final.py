@@ -225,10 +225,10 @@ def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
         losers = [n for n in configs if n in result.per_target
                   and stats.significant(result.per_target[n], stats.MIN_EFFECT)
                   and result.per_target[n].median < 1]
-        if not losers and not slower_with_spec(result):
-            return result, set(configs)
-        if not losers:  # each target holds, yet the whole model lost: no spec
-            part = spec_part(result)
+        if not losers:
+            if not slower_with_spec(result):
+                return result, set(configs)
+            part = spec_part(result)  # each target holds, yet the whole model lost: no spec
             assert part is not None
             tuner.log(f"The whole model with the spec is {stats.direction(part)} than without "
                       "it: no tuning spec")
