@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Side by side, in one run on llvm-cpu: IREE default, data tiling, the best of each family of
-tuning configurations (tiles, tiles with cache levels, data-tiled, inner_tiled) and numpy
+tuning configurations (tiles, tiles with cache levels, data-tiled, packed, inner_tiled) and numpy
 (OpenBLAS at its best kernel) on real matmul shapes from workloads/, a 4096 square and large
 shapes that are not multiples of the inner tiles, and compile wall time -j1 vs -jN."""
 from __future__ import annotations

@@ -92,12 +92,13 @@ def _families(configurations: pd.Index) -> dict[str, pd.Series]:
     cached = names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+")
     return {"tiles": names.str.startswith("tile_config_") & ~cached, "cache": cached,
             "dt-tiles": names.str.startswith("data_tiling_"),
-            "inner": names == "default_inner_tiled", "decomp": names == "default_decomposed"}
+            "packed": names.str.startswith("packed_"), "inner": names == "default_inner_tiled", "decomp": names == "default_decomposed"}
 
 
 def print_table(data: pd.DataFrame, repetitions: int) -> None:
     """GFLOP/s per operation of IREE default, data tiling, the best of each family of tuning
-    configurations (plain tiles, tiles with cache levels, data-tiled), numpy, and ratios."""
+    configurations (plain tiles, tiles with cache levels, data-tiled, packed), numpy, and
+    ratios."""
     first = data[data["Provider"] == "IREE Codegen"].iloc[0]
     # Figures from different machines must never be mixed up: say which CPU these are for.
     print(f"{first['target']} ({int(first['vector bytes'])}-byte vectors) on {first['cpu model']}, "
@@ -108,7 +109,7 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
         print(f"numpy: {anchor.iloc[0]['target']}")
     width = max(len(o) for o in data["Operation"])
     header = (f"{'operation':{width}} {'default':>8} {'dt+ukr':>7} {'tiles':>7} {'cache':>7} "
-              f"{'dt-tiles':>8} {'inner':>7} {'decomp':>7} {'numpy':>7} {'best/def':>8} "
+              f"{'dt-tiles':>8} {'packed':>7} {'inner':>7} {'decomp':>7} {'numpy':>7} {'best/def':>8} "
               f"{'best/numpy':>10}  "
               "best configuration")
     print(header + "\n" + "-" * len(header))
@@ -123,12 +124,14 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
         best = iree.max() if len(iree) else np.nan
         print(f"{operation:{width}} {default:8.1f} {iree.get('default_data_tiling', np.nan):7.1f} "
               f"{best_of['tiles']:7.1f} {best_of['cache']:7.1f} {best_of['dt-tiles']:8.1f} "
-              f"{best_of['inner']:7.1f} {best_of['decomp']:7.1f} {numpy:7.1f} "
+              f"{best_of['packed']:7.1f} {best_of['inner']:7.1f} {best_of['decomp']:7.1f} {numpy:7.1f} "
               f"{best / default:8.2f} {best / numpy:10.2f}  {iree.idxmax() if len(iree) else 'none'}")
     bad = int((data["Verification"] != "SUCCESS").sum())
     print(f"(GFLOP/s, median of >= {repetitions} interleaved rounds; dt+ukr = default_data_tiling; "
           "tiles / cache / dt-tiles: the best tile config without and with cache levels, and the "
-          "best data-tiled config; inner: data tiling lowered to inner_tiled; decomp: an "
+          "best data-tiled config; packed: the best matmul packing its own operands into a "
+          "wider register tile (packs and unpack timed with it); inner: data tiling lowered to "
+          "inner_tiled; decomp: an "
           "attention decomposed into matmuls (default_decomposed); IREE: the dispatches' time, "
           "numpy: the whole call of the reference (a @ b), which on small shapes adds its call "
           f"overhead; rows not verified SUCCESS: {bad} of {len(data)})")

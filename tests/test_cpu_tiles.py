@@ -1,10 +1,12 @@
 """Tuning spaces derived from the target: legal for IREE on AVX2, AVX-512 and NEON, and rich enough."""
 import itertools
+from dataclasses import replace
 
 import pytest
 
 from helpers import AVX2, AVX512, NEON
-from iree_dispatch_profiler.core.library import DataType, Device, Target, TensorDescription
+from iree_dispatch_profiler.core.library import (DataType, Device, Layout, Target, TensorDescription,
+                                                 TuningConfiguration)
 from iree_dispatch_profiler.ops import cpu_tiles, matmul
 from iree_dispatch_profiler.ops.conv import Conv2dOperation
 
@@ -46,11 +48,14 @@ def test_every_matmul_kind_and_type_gets_at_least_8_legal_configs(cpu, shape):
         tiled = [cfg for cfg in matmul.tuning_configurations(op, target) if cfg.lowering_config]
         assert len({(cfg.lowering_config, cfg.flags) for cfg in tiled}) == len(tiled) >= 8, (op.name, cpu.name)
         data_tiled = [cfg for cfg in tiled if cfg.spec_root]
+        packed = [cfg for cfg in tiled if cfg.packing]
         assert all(cfg.name.startswith("data_tiling_") for cfg in data_tiled)
-        assert all(cfg.name.startswith("tile_config_") for cfg in tiled if not cfg.spec_root)
-        # data-tiled tile configs: plain large f32 matmuls only, with and without ukernels
+        assert all(cfg.name.startswith("packed_") for cfg in packed)
+        assert all(cfg.name.startswith("tile_config_") for cfg in tiled
+                   if not cfg.spec_root and not cfg.packing)
+        # data-tiled and packed tile configs: plain large f32 matmuls only
         large = min(shape) >= cpu_tiles.MIN_LARGE_DIMENSION and (a, c) == (F32, F32)
-        assert bool(data_tiled) == (large and not batch and not epilogue), op.name
+        assert bool(data_tiled) == bool(packed) == (large and not batch and not epilogue), op.name
         for tile in cpu_tiles.matmul_tiles(cpu, *shape, a, c):
             assert cpu_tiles.is_legal_vector_tile(cpu, (tile.vm, tile.vn, tile.vk), c)
             assert tile.dm % tile.vm == 0 and tile.dn % tile.vn == 0
@@ -123,6 +128,36 @@ def test_data_tiled_tiles_use_iree_inner_tiles_and_rank_b_panels_in_l2_first():
     assert config.spec_root == "linalg.mmt4d" and config.source_compilation_info is None
     assert "--iree-llvmcpu-enable-ukernels=all" in config.flags
     assert config.name == "data_tiling_512x16_16x16x1_ukernels"
+
+
+def test_packed_matmuls_take_a_wider_register_tile_and_carry_their_config_in_the_source():
+    assert cpu_tiles.register_tile(AVX2, F32, F32) == (6, 16, 1)
+    assert cpu_tiles.register_tile(AVX512, F32, F32) == (12, 32, 1)
+    assert cpu_tiles.register_tile(NEON, F32, F32) == (12, 8, 1)
+    assert cpu_tiles.register_tile(AVX2, F16, F16) is None
+    no_fma = replace(AVX2, features=AVX2.features.replace("+fma", "-fma"))
+    assert cpu_tiles.register_tile(no_fma, F32, F32) is None
+    assert cpu_tiles.mmt4d_tiles(AVX2, 511, 4096, 4096, F32, F32, packed=True) == []  # not large
+    tile = cpu_tiles.mmt4d_tiles(AVX2, 3000, 4096, 2048, F32, F32, packed=True)[0]
+    config = cpu_tiles.packed_configuration(tile)
+    assert config.packing == (6, 16, 1) and config.name.startswith("packed_")
+    assert config.source_compilation_info is not None and not config.spec_root
+    assert "--iree-llvmcpu-enable-ukernels=none" in config.flags
+    assert TuningConfiguration.from_json(config.to_json()) == config
+    assert "packing" not in cpu_tiles.mmt4d_configuration(tile, True).to_json()  # older JSON as it was
+    # the source packs both operands, whatever their layouts, and unpacks the result
+    row, col = TensorDescription(F32, Layout.RowMajor), TensorDescription(F32, Layout.ColumnMajor)
+    op = matmul.MatmulOperation(3000, 4096, 2048, col, col, row)
+    text = op.emit_mlir("mm", config)
+    assert text.count("linalg.pack") == 2 and "linalg.unpack" in text
+    assert "linalg.mmt4d {compilation_info = #compilation}" in text
+    assert "tensor<2048x3000xf32> -> tensor<500x2048x6x1xf32>" in text
+    assert "tensor<4096x2048xf32> -> tensor<256x2048x16x1xf32>" in text
+    names = [c.name for c in matmul.tuning_configurations(
+        matmul.MatmulOperation(3000, 4096, 2048, row, row, row), Target(cpu_target=AVX2))]
+    assert sum(n.startswith("packed_") for n in names) == cpu_tiles.PACKED
+    batched = matmul.MatmulOperation(3000, 4096, 2048, row, row, row, batch=2)
+    assert not any(c.packing for c in matmul.tuning_configurations(batched, Target(cpu_target=AVX2)))
 
 
 def test_what_a_machine_can_run():

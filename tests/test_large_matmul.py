@@ -1,6 +1,7 @@
-"""Large GEMMs: tiles with cache levels and data-tiled configurations (early data tiling, a
-tuning spec that configures the mmt4d) are generated, compiled with their config applied,
-verified and timed on this machine, and applied when cross-compiled for AVX2 and NEON."""
+"""Large GEMMs: tiles with cache levels, data-tiled configurations (early data tiling, a tuning
+spec that configures the mmt4d) and matmuls that pack their own operands into a wider register
+tile are generated, compiled with their config applied, verified and timed on this machine, and
+applied when cross-compiled for AVX2, AVX-512 and NEON."""
 import json
 
 import pandas as pd
@@ -38,7 +39,9 @@ def test_cache_and_data_tiled_configs_verify_and_apply(large_sweep):
     data_tiled = data[names.str.startswith("data_tiling_")]
     assert len(cached) == cpu_tiles.CACHE_TILED
     assert data_tiled["Configuration"].str.endswith("_ukernels").sum() == len(data_tiled) / 2 > 0
-    assert (pd.concat([cached, data_tiled])["Config applied"] == "yes").all()
+    packed = data[names.str.startswith("packed_")]  # verified above, as every row
+    assert len(packed) == cpu_tiles.PACKED
+    assert (pd.concat([cached, data_tiled, packed])["Config applied"] == "yes").all()
 
 
 def test_a_data_tiled_config_is_compiled_with_its_spec(large_sweep):
@@ -53,14 +56,17 @@ def test_a_data_tiled_config_is_compiled_with_its_spec(large_sweep):
     assert "compilation_info" not in source
 
 
-@pytest.mark.parametrize("cpu, triple", [("haswell", ""), ("neoverse-n1", "aarch64-unknown-linux-gnu")])
-def test_large_configs_apply_when_cross_compiled(tmp_path, cpu, triple):
+# IREE's f32 inner tile and our register tile on each SIMD family
+@pytest.mark.parametrize("cpu, triple, inner, register", [
+    ("haswell", "", "8x8x1", "6x16x1"), ("skylake-avx512", "", "16x16x1", "12x32x1"),
+    ("neoverse-n1", "aarch64-unknown-linux-gnu", "8x8x1", "12x8x1")])
+def test_large_configs_apply_when_cross_compiled(tmp_path, cpu, triple, inner, register):
     target = [f"--cpu={cpu}"] + ([f"--target-triple={triple}"] if triple else [])
     assert run_script("generator.py", "--generated-dir", tmp_path, *SHAPE, *target).returncode == 0
     manifest = json.loads((tmp_path / "generated/manifest.json").read_text())
     names = [c["name"] for c in manifest["operations"][0]["configurations"]]
-    inner = "8x8x1"  # IREE's f32 inner tile on AVX2 and on NEON
     assert any(n.startswith("data_tiling_") and inner in n for n in names), names
+    assert any(n.startswith("packed_") and n.endswith(register) for n in names), names
     compiled = run_script("compile.py", "--generated-dir", tmp_path)
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied

@@ -261,6 +261,9 @@ class TuningConfiguration:
     iree-compile flags (the data-tiling variants carry flags). `spec_root` names the op a
     tuning spec attaches the compilation_info to when the source's root cannot carry it (after
     data tiling, the `linalg.mmt4d` IREE makes of a matmul); empty: the root carries it.
+    `packing` (M0, N0, K0): the source itself packs the operands into these inner tiles, and its
+    root is the `linalg.mmt4d` of them: a register tile IREE's encoding resolver does not pick.
+    The packs and the unpack are dispatches of the same call, timed with the mmt4d.
     """
 
     name: str
@@ -268,6 +271,7 @@ class TuningConfiguration:
     translation_info: str | None = None
     flags: tuple[str, ...] = field(default_factory=tuple)
     spec_root: str = ""
+    packing: tuple[int, ...] = ()
 
     @property
     def source_compilation_info(self) -> str | None:
@@ -284,12 +288,13 @@ class TuningConfiguration:
     def to_json(self) -> dict:
         return {"name": self.name, "lowering_config": self.lowering_config,
                 "translation_info": self.translation_info, "flags": list(self.flags),
-                "spec_root": self.spec_root}
+                "spec_root": self.spec_root,
+                **({"packing": list(self.packing)} if self.packing else {})}  # older JSON unchanged
 
     @classmethod
     def from_json(cls, data: dict) -> "TuningConfiguration":
         return cls(data["name"], data["lowering_config"], data["translation_info"],
-                   tuple(data["flags"]), data.get("spec_root", ""))
+                   tuple(data["flags"]), data.get("spec_root", ""), tuple(data.get("packing", ())))
 
 
 DEFAULT_CONFIGURATION = TuningConfiguration("default")

@@ -147,6 +147,8 @@ class MatmulOperation:
         return np.sqrt(self.k * squares)
 
     def emit_mlir(self, function_name: str, config: TuningConfiguration) -> str:
+        if config.packing:
+            return self._emit_packed(function_name, config)
         types = [tensor_type(shape, dtype) for shape, dtype in self.inputs]
         out_t = self.result.dtype
         out_type = tensor_type(*self.output)
@@ -171,6 +173,44 @@ class MatmulOperation:
         return (prologue(config)
                 + f"func.func @{function_name}({arguments}) -> {out_type} {{\n{body}"
                 + f"  return {result} : {out_type}\n}}\n")
+
+    def _emit_packed(self, function_name: str, config: TuningConfiguration) -> str:
+        """The same product with its operands packed into `config.packing`'s (M0, N0, K0) tiles
+        (zero-padded), a linalg.mmt4d of them carrying the config, and the result unpacked: data
+        tiling written in the source (TuningConfiguration.packing)."""
+        m0, n0, k0 = config.packing
+        m1, n1, k1 = -(-self.m // m0), -(-self.n // n0), -(-self.k // k0)
+        (lhs_shape, lhs_t), (rhs_shape, rhs_t) = self.inputs
+        out_t = self.result.dtype
+        a, b = tensor_type(lhs_shape, lhs_t), tensor_type(rhs_shape, rhs_t)
+        pa, pb = tensor_type((m1, k1, m0, k0), lhs_t), tensor_type((n1, k1, n0, k0), rhs_t)
+        pc, out_type = tensor_type((m1, n1, m0, n0), out_t), tensor_type(*self.output)
+
+        def pack(name: str, stored: str, keeps_order: bool, tiles: tuple[int, int], packed: str,
+                 element: DataType) -> str:
+            # into [outer, K1, inner, K0]: an operand stored (outer, K) keeps its dims' order, one
+            # stored (K, outer) swaps them
+            order = ("inner_dims_pos = [0, 1]" if keeps_order
+                     else "outer_dims_perm = [1, 0] inner_dims_pos = [1, 0]")
+            return (f"  %{name}_zero = arith.constant {element.zero} : {element.mlir}\n"
+                    f"  %{name}_init = tensor.empty() : {packed}\n"
+                    f"  %{name}_packed = linalg.pack %{name} padding_value(%{name}_zero : "
+                    f"{element.mlir}) {order} inner_tiles = [{tiles[0]}, {tiles[1]}] into "
+                    f"%{name}_init : {stored} -> {packed}\n")
+
+        body = (pack("lhs", a, self.lhs.layout is Layout.RowMajor, (m0, k0), pa, lhs_t)
+                + pack("rhs", b, self.rhs.layout is Layout.ColumnMajor, (n0, k0), pb, rhs_t)
+                + f"  %zero = arith.constant {out_t.zero} : {out_t.mlir}\n"
+                f"  %init = tensor.empty() : {pc}\n"
+                f"  %acc = linalg.fill ins(%zero : {out_t.mlir}) outs(%init : {pc}) -> {pc}\n"
+                f"  %product = linalg.mmt4d {{compilation_info = #compilation}}\n"
+                f"      ins(%lhs_packed, %rhs_packed : {pa}, {pb}) outs(%acc : {pc}) -> {pc}\n"
+                f"  %result_init = tensor.empty() : {out_type}\n"
+                f"  %result = linalg.unpack %product inner_dims_pos = [0, 1] inner_tiles = "
+                f"[{m0}, {n0}] into %result_init : {pc} -> {out_type}\n")
+        return (prologue(config)
+                + f"func.func @{function_name}(%lhs: {a}, %rhs: {b}) -> {out_type} {{\n{body}"
+                + f"  return %result : {out_type}\n}}\n")
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "m": self.m, "n": self.n, "k": self.k,
@@ -331,6 +371,8 @@ def tuning_configurations(op: MatmulOperation, target: Target) -> list[TuningCon
                           for ukernels in (True, False)
                           for t in cpu_tiles.mmt4d_tiles(cpu, op.m, op.n, op.k, op.lhs.dtype, op.rhs.dtype)]
             data_tiled += [INNER_TILED_CONFIGURATION] if data_tiled else []
+            data_tiled += [cpu_tiles.packed_configuration(t) for t in cpu_tiles.mmt4d_tiles(
+                cpu, op.m, op.n, op.k, op.lhs.dtype, op.rhs.dtype, cpu_tiles.PACKED, packed=True)]
         return [DEFAULT_CONFIGURATION, DATA_TILING_CONFIGURATION,
                 *(cpu_configuration(cpu, t, op.result.dtype, bool(op.batch)) for t in tiles),
                 *data_tiled]
