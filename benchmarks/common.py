@@ -92,7 +92,8 @@ def _families(configurations: pd.Index) -> dict[str, pd.Series]:
     cached = names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+")
     return {"tiles": names.str.startswith("tile_config_") & ~cached, "cache": cached,
             "dt-tiles": names.str.startswith("data_tiling_"),
-            "packed": names.str.startswith("packed_"), "inner": names == "default_inner_tiled", "decomp": names == "default_decomposed"}
+            "packed": names.str.startswith("packed_"), "inner": names == "default_inner_tiled",
+            "decomp": names == "default_decomposed"}
 
 
 def print_table(data: pd.DataFrame, repetitions: int) -> None:
@@ -109,9 +110,8 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
         print(f"numpy: {anchor.iloc[0]['target']}")
     width = max(len(o) for o in data["Operation"])
     header = (f"{'operation':{width}} {'default':>8} {'dt+ukr':>7} {'tiles':>7} {'cache':>7} "
-              f"{'dt-tiles':>8} {'packed':>7} {'inner':>7} {'decomp':>7} {'numpy':>7} {'best/def':>8} "
-              f"{'best/numpy':>10}  "
-              "best configuration")
+              f"{'dt-tiles':>8} {'packed':>7} {'inner':>7} {'decomp':>7} {'numpy':>7} "
+              f"{'best/def':>8} {'best/numpy':>10} {'its bounds':>12}  best configuration")
     print(header + "\n" + "-" * len(header))
     for operation, rows in data.groupby("Operation", sort=False):
         ok = rows[(rows["Verification"] == "SUCCESS") & (rows["GFLOPs"] > 0)
@@ -122,16 +122,24 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
         default = iree.get("default", np.nan)
         numpy = ok["GFLOPs"].get("numpy", np.nan)
         best = iree.max() if len(iree) else np.nan
+        # what the two 95% intervals allow the ratio to be: a noisy anchor shows as wide bounds
+        bounds = ""
+        if len(iree) and "numpy" in ok.index:
+            fast, anchor_row = ok.loc[iree.idxmax()], ok.loc["numpy"]
+            bounds = (f"[{anchor_row['ci_low'] / fast['ci_high']:.2f}, "
+                      f"{anchor_row['ci_high'] / fast['ci_low']:.2f}]")
         print(f"{operation:{width}} {default:8.1f} {iree.get('default_data_tiling', np.nan):7.1f} "
               f"{best_of['tiles']:7.1f} {best_of['cache']:7.1f} {best_of['dt-tiles']:8.1f} "
-              f"{best_of['packed']:7.1f} {best_of['inner']:7.1f} {best_of['decomp']:7.1f} {numpy:7.1f} "
-              f"{best / default:8.2f} {best / numpy:10.2f}  {iree.idxmax() if len(iree) else 'none'}")
+              f"{best_of['packed']:7.1f} {best_of['inner']:7.1f} {best_of['decomp']:7.1f} "
+              f"{numpy:7.1f} "
+              f"{best / default:8.2f} {best / numpy:10.2f} {bounds:>12}  "
+              f"{iree.idxmax() if len(iree) else 'none'}")
     bad = int((data["Verification"] != "SUCCESS").sum())
     print(f"(GFLOP/s, median of >= {repetitions} interleaved rounds; dt+ukr = default_data_tiling; "
           "tiles / cache / dt-tiles: the best tile config without and with cache levels, and the "
           "best data-tiled config; packed: the best matmul packing its own operands into a "
           "wider register tile (packs and unpack timed with it); inner: data tiling lowered to "
-          "inner_tiled; decomp: an "
-          "attention decomposed into matmuls (default_decomposed); IREE: the dispatches' time, "
+          "inner_tiled; decomp: an attention decomposed into matmuls (default_decomposed); "
+          "its bounds: best/numpy from the two 95% intervals of time; IREE: the dispatches' time, "
           "numpy: the whole call of the reference (a @ b), which on small shapes adds its call "
           f"overhead; rows not verified SUCCESS: {bad} of {len(data)})")
