@@ -13,7 +13,7 @@ from iree_dispatch_profiler.core.library import (DECOMPOSED_CONFIGURATION, DEFAU
                                                  DataType, Device, Target,
                                                  TensorDescription, TuningConfiguration, UserError)
 from iree_dispatch_profiler.ops import cpu_tiles
-from iree_dispatch_profiler.ops.mlir_text import attribute_dictionary, prologue, tensor_type
+from iree_dispatch_profiler.ops.mlir_text import attribute_dictionary, function, tensor_type
 
 # The loops, in the order of the indexing maps emitted below (IREE's own order): the tile lists
 # of a config follow it.
@@ -120,17 +120,16 @@ class AttentionOperation:
         loops = ", ".join(LOOPS)
         maps = ", ".join(f"affine_map<({loops}) -> {m}>" for m in MAPS)
         attributes = ["compilation_info = #compilation"] if config.source_compilation_info else []
-        return (prologue(config)
-                + f"func.func @{function_name}(%query: {q}, %key: {k}, %value: {v}) -> {out} {{\n"
-                f"  %scale = arith.constant {self.scale!r} : {t.mlir}\n"
-                f"  %empty = tensor.empty() : {out}\n"
-                f"  %result = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>"
-                f"{attribute_dictionary(attributes)}\n"
-                f"      ins(%query, %key, %value, %scale : {q}, {k}, {v}, {t.mlir}) outs(%empty : {out}) {{\n"
-                "    ^bb0(%score: f32):\n"
-                "      iree_linalg_ext.yield %score : f32\n"
-                f"  }} -> {out}\n"
-                f"  return %result : {out}\n}}\n")
+        return function(
+            config, function_name, f"%query: {q}, %key: {k}, %value: {v}", out,
+            f"  %scale = arith.constant {self.scale!r} : {t.mlir}\n"
+            f"  %empty = tensor.empty() : {out}\n"
+            f"  %result = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>"
+            f"{attribute_dictionary(attributes)}\n"
+            f"      ins(%query, %key, %value, %scale : {q}, {k}, {v}, {t.mlir}) outs(%empty : {out}) {{\n"
+            "    ^bb0(%score: f32):\n"
+            "      iree_linalg_ext.yield %score : f32\n"
+            f"  }} -> {out}\n")
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "batch": self.batch, "m": self.m, "k1": self.k1, "k2": self.k2,

@@ -12,7 +12,7 @@ from iree_dispatch_profiler.core import values
 from iree_dispatch_profiler.core.library import (DEFAULT_CONFIGURATION, DataType, Device, Target,
                                                  TensorDescription, TuningConfiguration, UserError)
 from iree_dispatch_profiler.ops import cpu_tiles, cuda_tiles, problems
-from iree_dispatch_profiler.ops.mlir_text import attribute_dictionary, prologue, tensor_type
+from iree_dispatch_profiler.ops.mlir_text import attribute_dictionary, function, tensor_type
 from iree_dispatch_profiler.ops.problems import ConvShape
 
 LAYOUTS = ("nhwc_hwcf", "nchw_fchw")
@@ -155,10 +155,9 @@ class Conv2dOperation(ConvShape):
                  f"  %acc = linalg.fill ins(%zero : {out_t.mlir}) outs(%init : {out_type}) -> {out_type}\n"
                  f"  %result = linalg.conv_2d_{self.layout}{attribute_dictionary(attributes)}\n"
                  f"      ins({source}, %filter : {in_type}, {filter_type}) outs(%acc : {out_type}) -> {out_type}\n")
-        return (prologue(config)
-                + f"func.func @{function_name}(%input: {tensor_type(in_shape, in_t)}, "
-                  f"%filter: {filter_type}) -> {out_type} {{\n{body}"
-                + f"  return %result : {out_type}\n}}\n")
+        return function(config, function_name,
+                        f"%input: {tensor_type(in_shape, in_t)}, %filter: {filter_type}", out_type,
+                        body)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "n": self.n, "h": self.h, "w": self.w, "c": self.c,

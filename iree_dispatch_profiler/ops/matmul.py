@@ -13,7 +13,7 @@ from iree_dispatch_profiler.core.library import (DATA_TILING_CONFIGURATION, DEFA
                                                  CpuTarget, DataType, Device, Layout, Target,
                                                  TensorDescription, TuningConfiguration, UserError)
 from iree_dispatch_profiler.ops import cpu_tiles, cuda_tiles, problems
-from iree_dispatch_profiler.ops.mlir_text import attribute_dictionary, prologue, tensor_type
+from iree_dispatch_profiler.ops.mlir_text import attribute_dictionary, function, tensor_type
 
 
 EPILOGUES = ("bias_relu", "bias_gelu")
@@ -170,9 +170,7 @@ class MatmulOperation:
         if self.epilogue:
             body += epilogue_mlir(self.epilogue, out_t, len(self.output[0]), out_type, types[2])
             result = "%result"
-        return (prologue(config)
-                + f"func.func @{function_name}({arguments}) -> {out_type} {{\n{body}"
-                + f"  return {result} : {out_type}\n}}\n")
+        return function(config, function_name, arguments, out_type, body, result)
 
     def _emit_packed(self, function_name: str, config: TuningConfiguration) -> str:
         """The same product with its operands packed into `config.packing`'s (M0, N0, K0) tiles
@@ -208,9 +206,7 @@ class MatmulOperation:
                 f"  %result_init = tensor.empty() : {out_type}\n"
                 f"  %result = linalg.unpack %product inner_dims_pos = [0, 1] inner_tiles = "
                 f"[{m0}, {n0}] into %result_init : {pc} -> {out_type}\n")
-        return (prologue(config)
-                + f"func.func @{function_name}(%lhs: {a}, %rhs: {b}) -> {out_type} {{\n{body}"
-                + f"  return %result : {out_type}\n}}\n")
+        return function(config, function_name, f"%lhs: {a}, %rhs: {b}", out_type, body)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "m": self.m, "n": self.n, "k": self.k,

@@ -20,6 +20,14 @@ def prologue(config: TuningConfiguration) -> str:
     return f"#compilation = {info}\n\n" if info else ""
 
 
+def function(config: TuningConfiguration, name: str, arguments: str, result_type: str, body: str,
+             result: str = "%result") -> str:
+    """A dispatch's whole text: the prologue, then `func.func @name(arguments)` whose `body`
+    computes `result`."""
+    return (prologue(config) + f"func.func @{name}({arguments}) -> {result_type} {{\n{body}"
+            + f"  return {result} : {result_type}\n}}\n")
+
+
 # ---------------------------------------------------------------------------------------------
 # Tuning specs (`iree-compile --iree-codegen-tuning-spec-path=spec.mlir`): a transform module whose
 # entry point attaches a compilation_info to every op a matcher accepts. The form follows IREE's

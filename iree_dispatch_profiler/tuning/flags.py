@@ -133,7 +133,7 @@ def together(first: str, second: str) -> str:
     """Two flag strings on one command line. iree-compile keeps only the last of two
     preprocessing pipelines, so theirs become one that runs the first's passes, then the
     second's."""
-    flag = PREPROCESSING_PIPELINE
+    flag = PREPROCESSING_PIPELINE  # shorter lines below
     args = [*shlex.split(first), *shlex.split(second)]
     pipelines = [a[len(flag):] for a in args if a.startswith(flag)]
     if len(pipelines) < 2:
