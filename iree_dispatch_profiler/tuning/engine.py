@@ -332,9 +332,10 @@ class Tuner:
         return f"{paths.tuning_spec.name} or {paths.best_module.name}"
 
     def build(self, name: str, text: str | None, flags: Sequence[str],
-              config=None) -> Build:
-        """Compile the module (or `text`) with extra flags; with `config`, check it applied."""
-        source = self.s.input
+              config=None, source: Path | None = None) -> Build:
+        """Compile the module (or `text`, or `source`) with extra flags; with `config`, check
+        it applied."""
+        source = source or self.s.input
         if text is not None:
             source = self.work / f"{name}.mlir"
             source.write_text(text)

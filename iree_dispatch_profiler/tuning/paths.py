@@ -66,6 +66,16 @@ class TuningPaths:
         return self._named("_flags.csv")
 
     @property
+    def rewrites_record(self) -> Path:
+        return self._named("_rewrites.csv")
+
+    @property
+    def rewritten_source(self) -> Path:
+        """The model rewritten (after IREE's input phase) where a source rewrite won: what the
+        answer compiles in place of the model."""
+        return self._named("_source.mlir")
+
+    @property
     def ranking(self) -> Path:
         return self._named("_dispatches.csv")
 

@@ -2,6 +2,8 @@
 phase a module that hands the next what it found.
 
   baseline     IREE's default compiled, its dispatch roots, the inputs and its outputs
+  rewrite_search  source rewrites IREE's flags do not offer, on the whole model; the chosen
+               one is adopted (every later build compiles the rewritten source)
   stored       the results store's answer for this model, re-confirmed instead of tuned
   flag_search  IREE's module flags on the whole model; the chosen set is adopted
   ranking      the dispatches by their share of the model's time; the hot tuning targets
@@ -31,7 +33,8 @@ from iree_dispatch_profiler.measure.protocol import fastest_significant
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, confirm,
                                                   remember, report, reuse, seeded)
 from iree_dispatch_profiler.tuning.flags import FlagSet
-from iree_dispatch_profiler.tuning.model import budget, final, flag_search, ranking, stored, verdict
+from iree_dispatch_profiler.tuning.model import (budget, final, flag_search, ranking,
+                                                 rewrite_search, stored, verdict)
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
 from iree_dispatch_profiler.tuning.spec import Matcher
@@ -66,6 +69,7 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     s = tuner.s
     default_roots = baseline(tuner)
     if not s.list_only and s.spec is None:
+        default_roots = rewrite_search.search_rewrites(tuner, default_roots)
         known = stored.reuse(tuner, default_roots)
         if known is not None:
             result, in_spec, rows = known

@@ -46,10 +46,11 @@ class ModelResult:
     # dispatch -> FLOP per model call of the answer's dispatch (its root op's, times its calls),
     # where the root op's work is known
     work: dict[str, float] = dataclasses.field(default_factory=dict)
+    source: str = ""  # the source rewrite the answer compiles ("": the model's own)
 
     @property
     def answer(self) -> bool:
-        return self.spec is not None or self.flags is not None
+        return self.spec is not None or self.flags is not None or bool(self.source)
 
     @property
     def outputs_ok(self) -> bool:
@@ -106,9 +107,9 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                       f"{len(matching)} match this model's dispatches ({', '.join(matching)})")
         check = answer_agreement(tuner, tuned)
         answer_roots = tuned_roots
-        builds.update({"flags": tuner.default} if flags is not None else {})
+        builds.update({"flags": tuner.default} if flags is not None or tuner.rewrite else {})
         builds["tuned"] = tuned
-    elif flags is not None:
+    elif flags is not None or tuner.rewrite:
         shutil.copyfile(tuner.default.vmfb, answer)
         check = answer_agreement(tuner, tuner.default)
         builds["tuned"] = tuner.default
@@ -137,7 +138,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        tuned.speedup if tuned and not tuned.reason else None,
                        tiling.speedup if tiling else None, against("data_tiling"),
                        against("flags"), per_target, medians(before), medians(after),
-                       model_times(outcome, benches), work(answer_roots, after))
+                       model_times(outcome, benches), work(answer_roots, after), tuner.rewrite)
 
 
 def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:
@@ -199,8 +200,9 @@ def write_spec(path: Path, configs: dict, by_number: dict[int, TuningTarget]) ->
 
 
 def spec_part(result: ModelResult) -> stats.Estimate | None:
-    """The answer against itself without the spec: its flags alone, or IREE's default."""
-    return result.over_flags if result.flags else result.speedup
+    """The answer against itself without the spec: its flags (or rewritten source) alone, or
+    IREE's default."""
+    return result.over_flags if result.flags or result.source else result.speedup
 
 
 def slower_with_spec(result: ModelResult) -> bool:

@@ -160,31 +160,41 @@ def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
     """The sets compiled in parallel, verified, and timed against IREE's default in one
     interleaved session."""
     log = tuner.log
-    log(f"Module flags: {len(sets)} set(s) on the whole model against IREE's default")
+    log(f"Module flags: {len(sets)} set(s) on the whole model against {tuner.reference}")
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=tuner.jobs) as pool:
         built = dict(zip([f.name for f in sets], pool.map(
             lambda f: tuner.build_surveyed(f"model_{f.name}", f.args), sets)))
     log.phase("compile", time.perf_counter() - start)
-    rows, timed = [], []
+    rows = []
     for flag_set in sets:
         build = built[flag_set.name][0]
-        if flag_set.name == "data_tiling" and flag_set.flags == module_flags.DATA_TILING:
+        if (flag_set.name == "data_tiling" and flag_set.flags == module_flags.DATA_TILING
+                and not tuner.rewrite):  # IREE's data tiling of the model itself
             tuner.data_tiling = build
-        row = {"name": flag_set.name, "flags": flag_set.flags, "why": flag_set.why,
-               "chosen": "no", "status": COMPILE_FAILED, "reason": build.reason}
+        rows.append(({"name": flag_set.name, "flags": flag_set.flags, "why": flag_set.why,
+                      "chosen": "no"}, build))
+    return verify_and_time(tuner, rows, "flags"), built
+
+
+def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: str) -> list[dict]:
+    """Each row with its build's status and reason: its outputs verified against IREE's
+    default's, and the builds that agree timed against the tuner's default in one interleaved
+    session (each row gains its median ms and speedup with their intervals)."""
+    timed = []
+    for row, build in rows:
+        row["status"], row["reason"] = COMPILE_FAILED, build.reason
         if not build.reason:
             row["status"], row["reason"], check = tuner.verify(build, tuner.function)
             row["max_abs_err"] = check.max_abs if check else math.nan
             if row["status"] == OK:
                 timed.append(build)
-        rows.append(row)
     start = time.perf_counter()
     outcomes = (tuner.time(timed, tuner.function, tuner.s.confirm_seconds, decide=True)
                 if timed else {})
-    log.phase("flags", time.perf_counter() - start)
-    for row in rows:
-        outcome = outcomes.get(f"model_{row['name']}")
+    tuner.log.phase(phase, time.perf_counter() - start)
+    for row, build in rows:
+        outcome = outcomes.get(build.name)
         if outcome is None:
             continue
         if outcome.reason or outcome.speedup is None:
@@ -194,7 +204,7 @@ def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
         row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
                    ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
                    speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high)
-    return rows, built
+    return [row for row, _ in rows]
 
 
 def choose(faster: list[dict], sets: list[FlagSet]) -> tuple[dict | None, dict | None]:
@@ -232,8 +242,7 @@ def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
     checked, against the flags alone: the dispatch roots of that build. Without flags, IREE's
     default again (a set tried and given back)."""
     if flags.chosen is None:
-        tuner.default, tuner.base_flags, tuner.reference = (tuner.iree_default, [],
-                                                            ModelTuner.reference)
+        tuner.without_flags()
         return default_roots
     tuner.base_flags = flags.chosen.args
     tuner.default = dataclasses.replace(flags.build, name=DEFAULT)

@@ -30,7 +30,8 @@ def question(tuner: ModelTuner) -> dict:
             "target": results.target_fields(tuner.target.resolved_cpu())["target"],
             "iree_version": tuner.tools.version(),
             "flags": json.dumps({"base_flags": s.base_flags, "flags": s.flag_points,
-                                 "top": s.top}, sort_keys=True)}
+                                 "top": s.top, **({"rewrite": tuner.rewrite} if tuner.rewrite
+                                                  else {})}, sort_keys=True)}
 
 
 def remember(tuner: ModelTuner, result: ModelResult, targets: set[int], complete: bool) -> None:

@@ -39,15 +39,25 @@ class ModelTuner(Tuner):
     # against, is the model with the chosen flags alone (it, when none won): the spec is tuned
     # under the flags it ships with.
     iree_default: Build | None = None
+    # The source tuned, compiled with IREE's default flags: the rewritten model's build where
+    # a source rewrite was adopted (rewrite_search), which `rewrite` then names.
+    source_default: Build | None = None
+    rewrite: str = ""
 
     def __init__(self, s: Settings, toolchain: Toolchain, log: Log, lowered: Path, function: str):
         self.lowered, self.function = lowered, function
+        self.model = s.input  # the user's model (s.input becomes a rewritten source if adopted)
         self.base_flags: list[str] = []  # the chosen flags: every candidate compiles with them
         self._data_tiling_said = False
         super().__init__(s, toolchain, log)
 
     def signature_source(self) -> Path:
         return self.lowered
+
+    def without_flags(self) -> None:
+        """Candidates compile with no flags and are measured against the source's default."""
+        self.default, self.base_flags = self.source_default or self.iree_default, []
+        self.reference = Tuner.reference + (" on the rewritten source" if self.rewrite else "")
 
     def tile_outputs(self) -> str:
         return f"{self.s.paths.tuning_spec.name} (with the other targets' winners)"
@@ -63,10 +73,12 @@ class ModelTuner(Tuner):
         bench.dispatches = self.focus
         return bench
 
-    def build_surveyed(self, name: str, flags: list[str]) -> tuple[Build, dict]:
-        """A build with its root ops found in its dumped executables."""
+    def build_surveyed(self, name: str, flags: list[str],
+                       text: str | None = None) -> tuple[Build, dict]:
+        """A build (of the model, or of `text`) with its root ops found in its dumped
+        executables."""
         dump = self.work / f"{name}_benchmarks"
-        build = self.build(name, None, [*flags, *SURVEY_FLAGS,
+        build = self.build(name, text, [*flags, *SURVEY_FLAGS,
                                         f"--iree-hal-dump-executable-benchmarks-to={dump}"])
         roots = tunable.dispatch_roots(dump, self.function) if not build.reason else {}
         return build, roots
@@ -74,9 +86,10 @@ class ModelTuner(Tuner):
     def data_tiling_build(self) -> Build:
         """IREE's data tiling (compiled once, by the flag search or here); its failure to
         compile the model said once, on a line of its own."""
-        if self.data_tiling is None:
+        if self.data_tiling is None:  # of the model itself, whatever source is tuned
             self.data_tiling = self.build("model_data_tiling", None,
-                                          shlex.split(module_flags.DATA_TILING))
+                                          shlex.split(module_flags.DATA_TILING),
+                                          source=self.model)
         if self.data_tiling.reason and not self._data_tiling_said:
             self._data_tiling_said = True
             self.log("IREE data tiling + ukernels does not compile this model: "

@@ -19,7 +19,9 @@ from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, ModelTuner
 
 def times_line(result: ModelResult) -> str:
     """`Model times: IREE default 5.12 ms [5.01, 5.30], ...` (and each whole call)."""
-    parts = [f"{BUILD_NAMES[n]} {e.median:.3f} ms {e.interval('.3f')} (whole call {call:.3f} ms)"
+    names = {**BUILD_NAMES, **({"flags": "rewritten source alone"}
+                               if result.source and not result.flags else {})}
+    parts = [f"{names[n]} {e.median:.3f} ms {e.interval('.3f')} (whole call {call:.3f} ms)"
              for n, (e, call) in result.times.items()]
     return "Model times, summed dispatches per call: " + "; ".join(parts) if parts else ""
 
@@ -28,7 +30,7 @@ def model_line(result: ModelResult) -> str:
     """`Model: faster by 2.10x [1.95, 2.24] than IREE data tiling, the better of IREE's default
     and its data tiling`; `slower by ...`, or no significant difference."""
     if not result.answer:
-        return "Model: unchanged (no flags or spec beat IREE's default)"
+        return "Model: unchanged (no rewrite, flags or spec beat IREE's default)"
     if not result.outputs_ok:
         return "Model: no answer: its outputs disagree with IREE's default (not shipped)"
     speedup, against = result.speedup, "IREE's default"
@@ -113,9 +115,13 @@ def comparison_lines(result: ModelResult) -> list[str]:
     return lines
 
 
+def source_lines(result: ModelResult) -> list[str]:
+    return [f"Source: rewritten by {result.source}: the answer compiles it"] if result.source else []
+
+
 def verdict_lines(result: ModelResult) -> list[str]:
-    return [outputs_line(result), model_line(result), *([times_line(result)] if result.times else []),
-            *comparison_lines(result)]
+    return [*source_lines(result), outputs_line(result), model_line(result),
+            *([times_line(result)] if result.times else []), *comparison_lines(result)]
 
 
 def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int],
@@ -240,6 +246,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
             else f"{len(result.problems)} problem(s)"))
     inputs = f"Inputs: {tuner.inputs[tuner.function].about}"
     log(inputs)
+    for line in source_lines(result):
+        log(line)
     log(outputs_line(result))
     log(model_line(result))
     if result.times:
