@@ -138,17 +138,21 @@ def test_a_depthwise_model_is_tuned_on_its_rewritten_source_which_the_answer_shi
 @pytest.mark.iree
 def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monkeypatch):
     """A rewrite that changes the numbers (one tap subtracted) fails the verification against
-    IREE's default: recorded with its reason, and the model's own source stays. Run
-    in-process from the tuner's own phases, with the wrong rewrite in the registry."""
+    IREE's default: recorded with its reason, and the model's own source stays. The right one
+    is then adopted, and a flag set measured on the rewritten source does not take the place
+    of IREE's data tiling of the model (same set name, different module). Run in-process from
+    the tuner's own phases, with the wrong rewrite in the registry first."""
     from iree_dispatch_profiler.cli import autotune
     from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.tuning import flags as module_flags
     from iree_dispatch_profiler.tuning import model
-    from iree_dispatch_profiler.tuning.model import rewrite_search
+    from iree_dispatch_profiler.tuning.model import flag_search, rewrite_search
 
     def wrong(text):
         rewritten, count = rewrites.depthwise_taps(text)
         return rewritten.replace("arith.addf", "arith.subf", 1), count
 
+    real = rewrites.REWRITES
     monkeypatch.setattr(rewrites, "REWRITES", (rewrites.Rewrite("wrong_taps", "a test", wrong),))
     args = autotune.parser().parse_args([
         "--input", str(DEPTHWISE_MODEL), "--model", "--output", str(tmp_path / "dw.csv"), *QUICK])
@@ -162,3 +166,14 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
     assert "outputs differ from IREE's default" in record["reason"][0]
     assert s.input == given and not tuner.rewrite and tuner.default is tuner.iree_default
     assert not (tmp_path / "dw_source.mlir").exists()
+
+    monkeypatch.setattr(rewrites, "REWRITES", real)
+    (tmp_path / "dw_rewrites.csv").unlink()
+    assert rewrite_search.search_rewrites(tuner, roots) is not roots
+    assert s.input == tmp_path / "dw_source.mlir" and tuner.default.name == "default"
+    data_tiling = next(f for f in module_flags.CURATED if f.name == "data_tiling")
+    _, built = flag_search.measure_round(tuner, [data_tiling])
+    own = tuner.data_tiling_build()
+    assert built["data_tiling"][0].vmfb != own.vmfb
+    assert "dw_source" in (tmp_path / "dw_work" / "source_data_tiling.compile.log").read_text()
+    assert "dw_source" not in (tmp_path / "dw_work" / "model_data_tiling.compile.log").read_text()

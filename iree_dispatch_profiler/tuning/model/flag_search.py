@@ -62,7 +62,7 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
         failed = [by_name[r["name"]] for r in rows if r["status"] == COMPILE_FAILED]
     if chosen is None:
         return FlagChoice(None, failed=failed, rows=rows)
-    build, roots = built.get(chosen.name) or tuner.build_surveyed(f"model_{chosen.name}",
+    build, roots = built.get(chosen.name) or tuner.build_surveyed(tuner.flags_build(chosen.name),
                                                                  chosen.args)
     if build.reason:
         raise UserError(f"the model does not compile with {chosen.flags}: {build.reason}")
@@ -164,7 +164,7 @@ def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=tuner.jobs) as pool:
         built = dict(zip([f.name for f in sets], pool.map(
-            lambda f: tuner.build_surveyed(f"model_{f.name}", f.args), sets)))
+            lambda f: tuner.build_surveyed(tuner.flags_build(f.name), f.args), sets)))
     log.phase("compile", time.perf_counter() - start)
     rows = []
     for flag_set in sets:
@@ -266,7 +266,7 @@ def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) ->
     roots = {}
     for flag_set in sets:
         build, roots[flag_set.name] = tuner.build_surveyed(
-            f"model_{flag_set.name}_spec", [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
+            tuner.flags_build(f"{flag_set.name}_spec"), [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
         if build.reason:
             tuner.log(lines[flag_set.name] + f"fail: {build.reason}")
             continue
@@ -345,7 +345,7 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
                   f"({tie[1]:.3f} ms a call in dispatches the spec does not configure): "
                   "their own targets are tuned")
     flag_set = by_name[name]
-    build, roots = tuner.build_surveyed(f"model_{flag_set.name}", flag_set.args)
+    build, roots = tuner.build_surveyed(tuner.flags_build(flag_set.name), flag_set.args)
     choice = None if build.reason else FlagChoice(flag_set, build, roots)
     return (choice, None) if best else (None, choice)
 

@@ -67,7 +67,7 @@ def reuse(tuner: ModelTuner, default_roots: dict,
     flags = FlagSet(*answer["flags"]) if answer.get("flags") else None
     choice = flag_search.FlagChoice(flags)
     if flags is not None:
-        choice.build, choice.roots = tuner.build_surveyed(f"model_{flags.name}", flags.args)
+        choice.build, choice.roots = tuner.build_surveyed(tuner.flags_build(flags.name), flags.args)
         if choice.build.reason:
             log(f"The results store's answer no longer compiles ({flags.name}: "
                 f"{choice.build.reason.splitlines()[0][:200]}): tuning")

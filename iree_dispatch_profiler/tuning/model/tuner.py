@@ -54,6 +54,11 @@ class ModelTuner(Tuner):
     def signature_source(self) -> Path:
         return self.lowered
 
+    def flags_build(self, name: str) -> str:
+        """The build name of a flag set `name`: under a source rewrite, apart from the model's
+        own builds (IREE's data tiling of the model is `model_data_tiling`)."""
+        return f"{'source' if self.rewrite else 'model'}_{name}"
+
     def without_flags(self) -> None:
         """Candidates compile with no flags and are measured against the source's default."""
         self.default, self.base_flags = self.source_default or self.iree_default, []
