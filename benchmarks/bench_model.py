@@ -2,10 +2,11 @@
 """autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
 classes users bring: transformer layers (encoder, causal), an LLM decode step against a KV
-cache, ResNet stages, a MobileNet depthwise-separable block and an MLP. They read their weights
-from a parameter archive, as deployed models do (an .irpa of random weights is written for each,
-and PyTorch is given the same ones); the encoder block also comes with its weights as function
-arguments, the other way models are exported, to show what that costs.
+cache, ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck
+and an MLP. They read their weights from a parameter archive, as deployed models do (an .irpa
+of random weights is written for each, and PyTorch is given the same ones); the encoder block
+also comes with its weights as function arguments, the other way models are exported, to show
+what that costs.
 
 For each model it runs the whole loop as a user would (search IREE's module flags, rank the
 dispatches under the best, tune the hot ones inside the model, write flags and one spec, check
@@ -53,6 +54,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
     "mlp_1024": "MLP: 64 x 512 -> 1024 -> 512, ReLU",
     "mobilenet_block": "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 depthwise, "
                        "56x56, batch 1",
+    "resnext_block": "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> 256 channels, "
+                     "28x28, batch 1",
     "gpt2_decode": "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                    "12 heads, FFN 3072",
 }

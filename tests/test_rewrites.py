@@ -14,87 +14,127 @@ DEPTHWISE_MODEL = DATA_DIR / "depthwise_block.mlir"
 QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 
 
-def depthwise(name: str, x: str, k: str, out: str, strides=(1, 1), dilations=(1, 1)) -> str:
-    return (f"  %{name} = linalg.depthwise_conv_2d_{'nchw_chw' if name != 'nhwc' else 'nhwc_hwc'}"
-            f" {{dilations = dense<[{dilations[0]}, {dilations[1]}]> : vector<2xi64>, "
-            f"strides = dense<[{strides[0]}, {strides[1]}]> : vector<2xi64>}} ins(%{name}_x, "
-            f"%{name}_k : {x}, {k}) outs(%{name}_o : {out}) -> {out}\n")
+OPS = {"nchw": "depthwise_conv_2d_nchw_chw", "nhwc": "depthwise_conv_2d_nhwc_hwc",
+       "grouped": "conv_2d_ngchw_gfchw"}
 
 
-def module(ops: list[tuple[str, str, str, str, tuple, tuple]]) -> str:
-    """A function of one argument per operand of each depthwise op, returning their results."""
+def module(ops: list[tuple[str, str, str, str, str, tuple, tuple]]) -> str:
+    """A function of one argument per operand of each convolution (name, kind of OPS, input,
+    filter and output types, strides, dilations), returning their results."""
     args, body, results = [], "", []
-    for name, x, k, out, strides, dilations in ops:
+    for name, kind, x, k, out, strides, dilations in ops:
         args += [f"%{name}_x: {x}", f"%{name}_k: {k}", f"%{name}_o: {out}"]
-        body += depthwise(name, x, k, out, strides, dilations)
+        body += (f"  %{name} = linalg.{OPS[kind]} {{dilations = dense<[{dilations[0]}, "
+                 f"{dilations[1]}]> : vector<2xi64>, strides = dense<[{strides[0]}, "
+                 f"{strides[1]}]> : vector<2xi64>}} ins(%{name}_x, %{name}_k : {x}, {k}) "
+                 f"outs(%{name}_o : {out}) -> {out}\n")
         results.append((f"%{name}", out))
     return (f"func.func @main({', '.join(args)}) -> ({', '.join(t for _, t in results)}) {{\n"
             f"{body}  return {', '.join(v for v, _ in results)} : "
             f"{', '.join(t for _, t in results)}\n}}\n")
 
 
-STRIDED = ("strided", "tensor<2x16x13x13xf32>", "tensor<16x3x3xf32>", "tensor<2x16x5x5xf32>",
-           (2, 2), (2, 2))
+STRIDED = ("strided", "nchw", "tensor<2x16x13x13xf32>", "tensor<16x3x3xf32>",
+           "tensor<2x16x5x5xf32>", (2, 2), (2, 2))
+GROUPED = ("grouped", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
+           "tensor<2x4x5x5x5xf32>", (2, 2), (2, 2))
+OTHERS = [("nhwc", "nhwc", "tensor<1x10x10x8xf32>", "tensor<3x3x8xf32>", "tensor<1x8x8x8xf32>",
+           (1, 1), (1, 1)),
+          ("dynamic", "nchw", "tensor<?x8x10x10xf32>", "tensor<8x3x3xf32>",
+           "tensor<?x8x8x8xf32>", (1, 1), (1, 1)),
+          ("ints", "nchw", "tensor<1x8x10x10xi32>", "tensor<8x3x3xi32>", "tensor<1x8x8x8xi32>",
+           (1, 1), (1, 1))]
 
 
 def test_depthwise_taps_takes_static_float_nchw_depthwise_convs_only():
     """An NCHW depthwise conv (strided, dilated, batch 2) becomes one elementwise generic over
     its 9 taps: each a strided slice of the input at the tap's dilated offset, times the
-    kernel's channel vector for that tap. Channels-last (IREE vectorizes it), dynamic shapes
-    and integers are left as they are; a module with none of them is returned unchanged."""
+    kernel's channel vector for that tap. Channels-last (IREE vectorizes it), dynamic shapes,
+    integers and grouped convs are left as they are; a module with none is returned unchanged."""
     from iree_dispatch_profiler.iree import rewrites
 
-    others = [("nhwc", "tensor<1x10x10x8xf32>", "tensor<3x3x8xf32>", "tensor<1x8x8x8xf32>",
-               (1, 1), (1, 1)),
-              ("dynamic", "tensor<?x8x10x10xf32>", "tensor<8x3x3xf32>", "tensor<?x8x8x8xf32>",
-               (1, 1), (1, 1)),
-              ("ints", "tensor<1x8x10x10xi32>", "tensor<8x3x3xi32>", "tensor<1x8x8x8xi32>",
-               (1, 1), (1, 1))]
-    text, count = rewrites.depthwise_taps(module([STRIDED, *others]))
+    text, count = rewrites.depthwise_taps(module([STRIDED, GROUPED, *OTHERS]))
     assert count == 1
     assert text.count("linalg.depthwise_conv_2d_nchw_chw") == 2  # the dynamic and i32 ones
     assert text.count("linalg.depthwise_conv_2d_nhwc_hwc") == 1
+    assert text.count("linalg.conv_2d_ngchw_gfchw") == 1
     assert text.count("linalg.generic") == 1
     # tap (1, 2) at dilation 2: rows from 2, columns from 4, every second one
     assert "[0, 0, 2, 4] [2, 16, 5, 5] [1, 1, 2, 2]" in text
     assert "[0, 1, 2] [16, 1, 1] [1, 1, 1] : tensor<16x3x3xf32> to tensor<16xf32>" in text
     assert text.count("arith.mulf") == 9 and text.count("arith.addf") == 9
-    untouched = module(others)
+    untouched = module(OTHERS)
     assert rewrites.depthwise_taps(untouched) == (untouched, 0)
 
 
-def reference_depthwise(x, k, init, strides, dilations):
-    """numpy's NCHW depthwise convolution, tap by tap, into `init`."""
+def test_grouped_im2col_joins_the_taps_per_group_and_reorders_the_filter_to_match():
+    """A grouped conv's 9 tap slices are joined along its channels, tap-major (4 groups of 6
+    channels: 54 deep), the filter is reordered GxFx(KH KW C) to match, and one contraction
+    over that depth replaces the conv; the depthwise and other convs are not its."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, count = rewrites.grouped_im2col(module([GROUPED, STRIDED, *OTHERS]))
+    assert count == 1 and "linalg.conv_2d_ngchw_gfchw" not in text
+    assert text.count("linalg.depthwise_conv_2d_nchw_chw") == 3
+    assert "[0, 0, 0, 2, 4] [2, 4, 6, 5, 5] [1, 1, 1, 2, 2]" in text
+    assert "tensor.concat dim(2)" in text and "-> tensor<2x4x54x5x5xf32>" in text
+    assert "permutation = [0, 1, 3, 4, 2]" in text
+    assert "tensor<4x5x3x3x6xf32> into tensor<4x5x54xf32>" in text
+    assert '"parallel", "parallel", "parallel", "parallel", "parallel", "reduction"' in text
+
+
+def test_a_model_with_both_kinds_is_measured_with_each_rewrite_and_both():
+    from iree_dispatch_profiler.tuning.model import rewrite_search
+
+    found = rewrite_search.candidates(module([STRIDED, GROUPED]))
+    assert {name: count for name, (_, _, count) in found.items()} == {
+        "depthwise_taps": 1, "grouped_im2col": 1, "depthwise_taps+grouped_im2col": 2}
+    both = found["depthwise_taps+grouped_im2col"][1]
+    assert "linalg.conv" not in both and "linalg.depthwise" not in both
+    assert rewrite_search.candidates(module(OTHERS)) == {}
+
+
+def reference(kind: str, x, k, init, strides, dilations):
+    """numpy's NCHW depthwise or grouped convolution, tap by tap, into `init`."""
     out = init.astype(np.float64).copy()
-    oh, ow = out.shape[2:]
-    for kh in range(k.shape[1]):
-        for kw in range(k.shape[2]):
+    oh, ow = out.shape[-2:]
+    for kh in range(k.shape[-2]):
+        for kw in range(k.shape[-1]):
             rows = slice(kh * dilations[0], kh * dilations[0] + strides[0] * (oh - 1) + 1, strides[0])
             cols = slice(kw * dilations[1], kw * dilations[1] + strides[1] * (ow - 1) + 1, strides[1])
-            out += x[:, :, rows, cols] * k[None, :, kh, kw, None, None]
+            window = x[..., rows, cols].astype(np.float64)
+            if kind == "nchw":
+                out += window * k[None, :, kh, kw, None, None]
+            else:  # n g c h w, g f c -> n g f h w
+                out += np.einsum("ngchw,gfc->ngfhw", window, k[..., kh, kw])
     return out
 
 
 @pytest.mark.iree
-def test_the_rewritten_depthwise_conv_computes_numpys_numbers(tools, tmp_path):
-    """The rewritten strided, dilated, batch-2 depthwise conv, compiled and run by IREE, gives
-    numpy's depthwise convolution; with one tap's product subtracted instead of added, it
-    does not (the comparison can fail)."""
+@pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col")])
+def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
+    """The rewritten strided, dilated, batch-2 conv, compiled and run by IREE, gives numpy's
+    convolution; with one product subtracted instead of added, it does not (the comparison
+    can fail)."""
+    from iree.compiler import ir
+
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.measure.verification import agreement
 
-    text, count = rewrites.depthwise_taps(module([STRIDED]))
+    text, count = getattr(rewrites, rewrite)(module([conv]))
     assert count == 1
     rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(s).astype(np.float32) for s in
-              ((2, 16, 13, 13), (16, 3, 3), (2, 16, 5, 5))]
-    wanted = reference_depthwise(*arrays, (2, 2), (2, 2))
+    with ir.Context():
+        shapes = [ir.RankedTensorType(ir.Type.parse(t)).shape for t in conv[2:5]]
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    wanted = reference(conv[1], *arrays, conv[5], conv[6])
     inputs = []
     for i, array in enumerate(arrays):
         np.save(tmp_path / f"in{i}.npy", array)
         inputs.append(f"--input=@{tmp_path / f'in{i}.npy'}")
     results = {}
-    for name, source in (("taps", text), ("wrong", text.replace("arith.addf", "arith.subf", 1))):
+    for name, source in (("rewritten", text),
+                         ("wrong", text.replace("arith.addf", "arith.subf", 1))):
         (tmp_path / f"{name}.mlir").write_text(source)
         subprocess.run([str(tools.compile), str(tmp_path / f"{name}.mlir"),
                         "--iree-hal-target-device=local",
@@ -105,7 +145,7 @@ def test_the_rewritten_depthwise_conv_computes_numpys_numbers(tools, tmp_path):
                         "--function=main", *inputs, f"--output=@{tmp_path / f'{name}.npy'}"],
                        check=True, timeout=300, capture_output=True)
         results[name] = agreement(np.load(tmp_path / f"{name}.npy"), wanted.astype(np.float32))
-    assert results["taps"].ok, results["taps"].detail
+    assert results["rewritten"].ok, results["rewritten"].detail
     assert not results["wrong"].ok
 
 

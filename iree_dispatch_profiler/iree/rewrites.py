@@ -1,14 +1,19 @@
 """Rewrites of a model's linalg input (after IREE's input phase) that no IREE flag offers, each
-with why; autotune.py --model measures one on the whole model before adopting it.
+with why; autotune.py --model measures them on the whole model before adopting one.
 
-depthwise_taps: a 2-D depthwise convolution as the sum of its kernel taps. IREE 3.13 lowers
-PyTorch's `linalg.depthwise_conv_2d_nchw_chw` to scalar code (its conv vectorizer takes
-channels-last depthwise only); the same arithmetic written as one elementwise op over KH*KW
-shifted slices of the input vectorizes along the contiguous width like any elementwise op.
-On an AVX2 EPYC, alone: 1x144x56x56 3x3 3.80 -> 0.16 ms, batch 2 19.5 -> 0.39 ms, 7x7 16.2 ->
-0.97 ms, stride 2 8.2 -> 2.7 ms; a MobileNetV2 block's whole call 5.7-7.4 -> 1.5-2.0 ms. IREE's
-channels-last depthwise (`_nhwc_hwc`) vectorizes, and taps were slower there (0.24 -> 0.26 ms):
-it is left alone."""
+Both take the convolutions PyTorch exports channels-first that IREE 3.13 runs as scalar code
+(its conv vectorizer takes channels-last depthwise convs only, and no flag reaches grouped
+ones: im2col, channels-last and data tiling all left a grouped conv at 9.2 ms), and write the
+same arithmetic from ops IREE vectorizes: shifted (strided, dilated) slices of the input, one
+per kernel tap.
+- depthwise_taps: an NCHW depthwise conv as one elementwise op, the sum over its taps of a
+  slice times the tap's channel vector; it vectorizes along the contiguous width. Alone, on an
+  AVX2 EPYC: 1x144x56x56 3x3 3.80 -> 0.16 ms, batch 2 19.5 -> 0.39 ms, 7x7 16.2 -> 0.97 ms,
+  stride 2 8.2 -> 2.7 ms. IREE's channels-last depthwise (`_nhwc_hwc`) vectorizes, and taps
+  were slower there (0.24 -> 0.26 ms): it is left alone.
+- grouped_im2col: an NCHW grouped conv as its taps' slices joined along the channels (im2col,
+  per group) and one batched contraction over them with the filter reordered to match:
+  ResNeXt's 1x256x28x28, 32 groups, 3x3: 9.2 -> 1.6-2.3 ms (PyTorch eager 0.75 ms)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +21,8 @@ from typing import Callable
 
 from iree_dispatch_profiler.iree import modules
 
-DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, kernel CxKHxKW
+DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, filter CxKHxKW
+GROUPED = "linalg.conv_2d_ngchw_gfchw"  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
 MAX_TAPS = 49  # 7x7 (ConvNeXt); a larger kernel makes an elementwise op of too many inputs
 
 
@@ -33,82 +39,144 @@ def _ints(attribute) -> list[int]:
     return [int(v) for v in ir.DenseIntElementsAttr(attribute)]
 
 
-def _rewritable(op) -> bool:
+def _takes(name: str):
+    """Whether an op is a static, floating-point `name` op of at most MAX_TAPS taps."""
+    def check(op) -> bool:
+        from iree.compiler import ir
+
+        if op.name != name or len(op.operands) != 3 or len(op.results) != 1:
+            return False
+        types = [ir.RankedTensorType(v.type) for v in op.operands]
+        return (all(t.has_static_shape and isinstance(t.element_type, ir.FloatType)
+                    for t in types)
+                and types[1].shape[-2] * types[1].shape[-1] <= MAX_TAPS)
+    return check
+
+
+def _tap_slices(op) -> list:
+    """One slice of the input per kernel tap (row-major over the taps): what the tap multiplies
+    at every output position, the output's shape with the input's channels."""
     from iree.compiler import ir
+    from iree.compiler.dialects import tensor
 
-    if op.name != DEPTHWISE or len(op.operands) != 3 or len(op.results) != 1:
-        return False
-    types = [ir.RankedTensorType(v.type) for v in op.operands]
-    if not all(t.has_static_shape for t in types):
-        return False
-    _, kh, kw = types[1].shape
-    return kh * kw <= MAX_TAPS and all(isinstance(t.element_type, ir.FloatType) for t in types)
+    x, k, _ = op.operands
+    x_type, out_type = ir.RankedTensorType(x.type), ir.RankedTensorType(op.results[0].type)
+    strides = _ints(op.attributes["strides"]) if "strides" in op.attributes else [1, 1]
+    dilations = _ints(op.attributes["dilations"]) if "dilations" in op.attributes else [1, 1]
+    lead = x_type.shape[:-2]  # batch, (groups,) channels
+    sizes = [*lead, *out_type.shape[-2:]]
+    kh_count, kw_count = ir.RankedTensorType(k.type).shape[-2:]
+    return [tensor.ExtractSliceOp(
+        ir.RankedTensorType.get(sizes, x_type.element_type), x, [], [], [],
+        [0] * len(lead) + [kh * dilations[0], kw * dilations[1]], sizes,
+        [1] * len(lead) + strides).result
+        for kh in range(kh_count) for kw in range(kw_count)]
 
 
-def _as_taps(op) -> None:
-    """Replace one depthwise convolution `op` by an elementwise linalg.generic over its taps:
-    out = init + sum over (kh, kw) of input[strided slice at (kh, kw)] * kernel[kh, kw, :]."""
+def _generic(inputs: list, maps: list, init, reductions: int, combine) -> object:
+    """A linalg.generic over `inputs` into `init` (parallel loops, then `reductions` reduction
+    loops); its body yields combine(arguments widened to the output's type, accumulator)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg
+
+    out_type = ir.RankedTensorType(init.type)
+    element = out_type.element_type
+    loops = maps[-1].n_dims
+    iterators = ["parallel"] * (loops - reductions) + ["reduction"] * reductions
+    generic = linalg.GenericOp(
+        [out_type], inputs, [init], ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in iterators]))
+    block = generic.regions[0].blocks.append(
+        *[ir.RankedTensorType(v.type).element_type for v in inputs], element)
+    with ir.InsertionPoint(block):
+        args = [a if a.type == element else arith.extf(element, a) for a in block.arguments[:-1]]
+        linalg.YieldOp([combine(args, block.arguments[-1])])
+    return generic
+
+
+def _depthwise_as_taps(op):
+    """out = init + sum over the taps of slice * the filter's channel vector for the tap."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    _, k, init = op.operands
+    channels, kh_count, kw_count = ir.RankedTensorType(k.type).shape
+    element = ir.RankedTensorType(k.type).element_type
+    slices = _tap_slices(op)
+    taps = [tensor.ExtractSliceOp(ir.RankedTensorType.get([channels], element), k, [], [], [],
+                                  [0, kh, kw], [channels, 1, 1], [1, 1, 1]).result
+            for kh in range(kh_count) for kw in range(kw_count)]
+    identity = ir.AffineMap.get_identity(4)
+    per_channel = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(1)])
+
+    def combine(args, total):
+        for x, w in zip(args[:len(slices)], args[len(slices):]):
+            total = arith.addf(total, arith.mulf(x, w))
+        return total
+    return _generic(slices + taps, [identity] * len(slices) + [per_channel] * len(taps) +
+                    [identity], init, 0, combine)
+
+
+def _grouped_as_im2col(op):
+    """The taps' slices joined along the channels (tap-major: index t * C + c), and the filter
+    GxFxCxKHxKW reordered to GxFx(KH KW C) to match; out = init + their batched contraction."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, linalg, tensor
 
-    x, k, init = op.operands
-    x_type, k_type = ir.RankedTensorType(x.type), ir.RankedTensorType(k.type)
-    out_type = ir.RankedTensorType(op.results[0].type)
-    strides = _ints(op.attributes["strides"]) if "strides" in op.attributes else [1, 1]
-    dilations = _ints(op.attributes["dilations"]) if "dilations" in op.attributes else [1, 1]
-    channels, kh_count, kw_count = k_type.shape
-    element = out_type.element_type
-    rank = out_type.rank
-    identity = ir.AffineMap.get_identity(rank)
-    per_channel = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(1)])
-    with ir.InsertionPoint(op), op.location:
-        slices, taps = [], []
-        for kh in range(kh_count):
-            for kw in range(kw_count):
-                slices.append(tensor.ExtractSliceOp(
-                    ir.RankedTensorType.get(out_type.shape, x_type.element_type), x, [], [], [],
-                    [0, 0, kh * dilations[0], kw * dilations[1]], out_type.shape,
-                    [1, 1, *strides]).result)
-                taps.append(tensor.ExtractSliceOp(
-                    ir.RankedTensorType.get([channels], k_type.element_type), k, [], [], [],
-                    [0, kh, kw], [channels, 1, 1], [1, 1, 1]).result)
-        maps = [identity] * len(slices) + [per_channel] * len(taps) + [identity]
-        generic = linalg.GenericOp(
-            [out_type], slices + taps, [init],
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-            ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank))
-        block = generic.regions[0].blocks.append(
-            *[x_type.element_type] * len(slices), *[k_type.element_type] * len(taps), element)
-        with ir.InsertionPoint(block):
-            def widened(value):
-                return value if value.type == element else arith.extf(element, value)
-            total = block.arguments[-1]
-            for i in range(len(slices)):
-                product = arith.mulf(widened(block.arguments[i]),
-                                     widened(block.arguments[len(slices) + i]))
-                total = arith.addf(total, product)
-            linalg.YieldOp([total])
-    op.results[0].replace_all_uses_with(generic.results[0])
-    op.erase()
+    _, k, init = op.operands
+    k_type = ir.RankedTensorType(k.type)
+    groups, filters, channels, kh_count, kw_count = k_type.shape
+    n, _, _, oh, ow = ir.RankedTensorType(init.type).shape
+    depth = kh_count * kw_count * channels
+    slices = _tap_slices(op)
+    joined = tensor.ConcatOp(ir.RankedTensorType.get(
+        [n, groups, depth, oh, ow], ir.RankedTensorType(slices[0].type).element_type), 2,
+        slices).result
+    reordered = linalg.transpose(
+        k, outs=[tensor.EmptyOp([groups, filters, kh_count, kw_count, channels],
+                                k_type.element_type).result],
+        permutation=[0, 1, 3, 4, 2])
+    matrix = tensor.CollapseShapeOp(
+        ir.RankedTensorType.get([groups, filters, depth], k_type.element_type), reordered,
+        ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
+                                            for i in dims]) for dims in ([0], [1], [2, 3, 4])]))
+    d = [ir.AffineDimExpr.get(i) for i in range(6)]  # n, g, f, oh, ow, then the depth
+    maps = [ir.AffineMap.get(6, 0, [d[0], d[1], d[5], d[3], d[4]]),
+            ir.AffineMap.get(6, 0, [d[1], d[2], d[5]]), ir.AffineMap.get(6, 0, d[:5])]
+    return _generic([joined, matrix.result], maps, init, 1,
+                    lambda args, total: arith.addf(total, arith.mulf(args[0], args[1])))
 
 
-def depthwise_taps(text: str) -> tuple[str, int]:
-    """`text` with every static, floating-point NCHW depthwise convolution (up to MAX_TAPS taps)
-    written as the sum of its taps; and how many were."""
+def _rewrite(text: str, takes, replacement) -> tuple[str, int]:
+    """`text` with every op `takes` accepts replaced by `replacement(op)`; how many were."""
     from iree.compiler import ir
 
     with ir.Context() as context:
         module = modules.parse(text, "the model", context)
-        found = [op.operation for op in modules.walk(module.operation) if _rewritable(op.operation)]
+        found = [op.operation for op in modules.walk(module.operation) if takes(op.operation)]
         for op in found:
-            _as_taps(op)
+            with ir.InsertionPoint(op), op.location:
+                new = replacement(op)
+            op.results[0].replace_all_uses_with(new.results[0])
+            op.erase()
         if found:
             module.operation.verify()
         return (str(module) if found else text), len(found)
+
+
+def depthwise_taps(text: str) -> tuple[str, int]:
+    return _rewrite(text, _takes(DEPTHWISE), _depthwise_as_taps)
+
+
+def grouped_im2col(text: str) -> tuple[str, int]:
+    return _rewrite(text, _takes(GROUPED), _grouped_as_im2col)
 
 
 REWRITES = (
     Rewrite("depthwise_taps", "depthwise convolutions as sums of their kernel taps: one "
             "elementwise op that vectorizes along the width, where IREE runs PyTorch's NCHW "
             "depthwise convolution as scalar code", depthwise_taps),
+    Rewrite("grouped_im2col", "grouped convolutions as im2col per group and one batched "
+            "contraction, where IREE runs PyTorch's NCHW grouped convolution as scalar code",
+            grouped_im2col),
 )

@@ -83,6 +83,21 @@ class InvertedResidual(torch.nn.Module):
         return x + f.conv2d(y, k_project, b_project)
 
 
+class GroupedBottleneck(torch.nn.Module):
+    """A ResNeXt bottleneck for inference (batch norms folded into the conv biases): 1x1
+    reduction, ReLU, 3x3 grouped conv, ReLU, 1x1 expansion, residual add, ReLU."""
+
+    def __init__(self, groups: int):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, x, k_reduce, b_reduce, k_grouped, b_grouped, k_expand, b_expand):
+        f = torch.nn.functional
+        y = f.relu(f.conv2d(x, k_reduce, b_reduce))
+        y = f.relu(f.conv2d(y, k_grouped, b_grouped, padding=1, groups=self.groups))
+        return f.relu(x + f.conv2d(y, k_expand, b_expand))
+
+
 class DecodeStep(torch.nn.Module):
     """One token of an LLM's decode against its KV cache (GPT-2 style pre-norm block): the new
     token's hidden state and the cache come in; the block's output and the token's keys and
@@ -192,6 +207,11 @@ def inverted_residual_args(c: int, expand: int, size: int) -> list[tuple[int, ..
             (c, wide, 1, 1), (c,)]
 
 
+def bottleneck_args(c: int, width: int, groups: int, size: int) -> list[tuple[int, ...]]:
+    return [(1, c, size, size), (width, c, 1, 1), (width,), (width, width // groups, 3, 3),
+            (width,), (c, width, 1, 1), (c,)]
+
+
 def decode_args(d: int, heads: int, cached: int, ff: int) -> list[tuple[int, ...]]:
     cache = (1, heads, cached, d // heads)
     return [(1, 1, d), cache, cache, *encoder_args(d, 1, ff)[1:]]
@@ -272,6 +292,9 @@ MODELS = {
     "mobilenet_block": Model(InvertedResidual, inverted_residual_args(24, 6, 56), BENCHMARKS,
                              "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 "
                              "depthwise, 56x56, batch 1", inputs=1),
+    "resnext_block": Model(lambda: GroupedBottleneck(32), bottleneck_args(256, 256, 32, 28),
+                           BENCHMARKS, "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> "
+                           "256 channels, 28x28, batch 1", inputs=1),
     "gpt2_decode": Model(lambda: DecodeStep(12), decode_args(768, 12, 511, 3072), BENCHMARKS,
                          "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                          "12 heads, FFN 3072", inputs=3),

@@ -68,8 +68,12 @@ def start(s: Settings, toolchain: Toolchain) -> tuple[ModelTuner, CpuTarget]:
 def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     s = tuner.s
     default_roots = baseline(tuner)
+    # the flag sets that can matter are those of the model's own ops too: a rewritten
+    # depthwise conv leaves 1x1 convs that im2col makes named matmuls
+    kinds = {root.op.kind for root in default_roots.values() if root.op}
     if not s.list_only and s.spec is None:
         default_roots = rewrite_search.search_rewrites(tuner, default_roots)
+        kinds |= {root.op.kind for root in default_roots.values() if root.op}
         known = stored.reuse(tuner, default_roots)
         if known is not None:
             result, in_spec, rows = known
@@ -79,7 +83,7 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     # --list ranks the dispatches of IREE's default, quickly; a given spec is checked under
     # IREE's default flags or --base-flags
     if not s.list_only and (s.spec is None or s.base_flags is not None):
-        flags = flag_search.search_flags(tuner, default_roots, s.paths.flags_record)
+        flags = flag_search.search_flags(tuner, kinds, s.paths.flags_record)
     roots = flag_search.adopt(tuner, flags, default_roots)
     rows = ranking.rank(tuner, roots, flags.chosen.name if flags.chosen else None)
     if s.list_only:

@@ -36,8 +36,8 @@ class FlagChoice:
     rows: list[dict] = dataclasses.field(default_factory=list)  # the search's (none: --base-flags)
 
 
-def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
-    """The flag sets (--flags, or the curated ones that can matter for the model's ops) on the
+def search_flags(tuner: ModelTuner, kinds: set[str], path: Path) -> FlagChoice:
+    """The flag sets (--flags, or the curated ones that can matter for ops of `kinds`) on the
     whole model: compiled, verified, timed against IREE's default in one interleaved session;
     the fastest whose interval clears it is chosen. Recorded in `path`, read back to resume."""
     s, log = tuner.s, tuner.log
@@ -50,7 +50,6 @@ def search_flags(tuner: ModelTuner, iree_roots: dict, path: Path) -> FlagChoice:
             rows, built = read_table(path, module_flags.COLUMNS, "a flag record"), {}
             log(f"Flag sets from {path}")
         else:
-            kinds = {root.op.kind for root in iree_roots.values() if root.op}
             sets = (module_flags.given(s.flag_points) if s.flag_points is not None
                     else module_flags.relevant(module_flags.CURATED, kinds))
             rows, built = measure_flags(tuner, sets) if sets else ([], {})

@@ -24,9 +24,7 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
     adopted, `roots` (IREE's default's) otherwise."""
     s, log = tuner.s, tuner.log
     path = s.paths.rewrites_record
-    source = tuner.lowered.read_text()
-    applies = {r.name: (r, *r.apply(source)) for r in rewrites.REWRITES}
-    applies = {name: found for name, found in applies.items() if found[2]}
+    applies = candidates(tuner.lowered.read_text())
     if not applies:
         return roots
     if path.is_file():
@@ -45,7 +43,7 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
     if chosen is None or chosen not in applies:
         log("Source: the model's own (no rewrite is significantly faster than IREE's default)")
         return roots
-    rewrite, text, count = applies[chosen]
+    why, text, count = applies[chosen]
     write_atomically(s.paths.rewritten_source, text)
     build, rewritten_roots = tuner.build_surveyed(f"model_{chosen}", [], text)
     if build.reason:
@@ -54,18 +52,35 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
     tuner.rewrite = f"{chosen} ({count} op(s) rewritten; {s.paths.rewritten_source.name})"
     tuner.source_default = dataclasses.replace(build, name=DEFAULT)
     tuner.without_flags()
-    log(f"Source: {s.paths.rewritten_source}, the model with {rewrite.why}: the flags and the "
+    log(f"Source: {s.paths.rewritten_source}, the model with {why}: the flags and the "
         "spec are tuned on it, and the answer compiles it in place of the model")
     return rewritten_roots
+
+
+def candidates(source: str) -> dict[str, tuple[str, str, int]]:
+    """name -> (why, rewritten text, ops rewritten) of each rewrite that applies to `source`;
+    where more than one does, all of them too (`a+b`): they rewrite different ops."""
+    found = {}
+    for rewrite in rewrites.REWRITES:
+        text, count = rewrite.apply(source)
+        if count:
+            found[rewrite.name] = (rewrite.why, text, count)
+    if len(found) > 1:
+        text, count = source, 0
+        for rewrite in (r for r in rewrites.REWRITES if r.name in found):
+            text, more = rewrite.apply(text)
+            count += more
+        found["+".join(found)] = ("; ".join(why for why, _, _ in found.values()), text, count)
+    return found
 
 
 def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
     """A row per rewrite that applies (COLUMNS); the fastest significantly faster than IREE's
     default marked chosen."""
     tuner.log(f"Source rewrites: {len(applies)} on the whole model against IREE's default")
-    rows = [({"name": name, "ops": count, "why": rewrite.why, "chosen": "no"},
+    rows = [({"name": name, "ops": count, "why": why, "chosen": "no"},
              tuner.build_surveyed(f"model_{name}", [], text)[0])
-            for name, (rewrite, text, count) in applies.items()]
+            for name, (why, text, count) in applies.items()]
     rows = flag_search.verify_and_time(tuner, rows, "rewrites")
     faster = flag_search.faster_rows(rows)
     if faster:

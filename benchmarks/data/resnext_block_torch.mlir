@@ -1,0 +1,61 @@
+module @module {
+  util.global private @__auto.k_reduce = #flow.parameter.named<"model"::"k_reduce"> : tensor<256x256x1x1xf32>
+  util.global private @__auto.b_reduce = #flow.parameter.named<"model"::"b_reduce"> : tensor<256xf32>
+  util.global private @__auto.k_grouped = #flow.parameter.named<"model"::"k_grouped"> : tensor<256x8x3x3xf32>
+  util.global private @__auto.b_grouped = #flow.parameter.named<"model"::"b_grouped"> : tensor<256xf32>
+  util.global private @__auto.k_expand = #flow.parameter.named<"model"::"k_expand"> : tensor<256x256x1x1xf32>
+  util.global private @__auto.b_expand = #flow.parameter.named<"model"::"b_expand"> : tensor<256xf32>
+  func.func @main(%arg0: !torch.vtensor<[1,256,28,28],f32>) -> !torch.vtensor<[1,256,28,28],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %__auto.k_reduce = util.global.load @__auto.k_reduce : tensor<256x256x1x1xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.k_reduce : tensor<256x256x1x1xf32> -> !torch.vtensor<[256,256,1,1],f32>
+    %__auto.b_reduce = util.global.load @__auto.b_reduce : tensor<256xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.b_reduce : tensor<256xf32> -> !torch.vtensor<[256],f32>
+    %int1 = torch.constant.int 1
+    %int1_0 = torch.constant.int 1
+    %2 = torch.prim.ListConstruct %int1, %int1_0 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int0 = torch.constant.int 0
+    %int0_1 = torch.constant.int 0
+    %3 = torch.prim.ListConstruct %int0, %int0_1 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_2 = torch.constant.int 1
+    %int1_3 = torch.constant.int 1
+    %4 = torch.prim.ListConstruct %int1_2, %int1_3 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_4 = torch.constant.int 1
+    %5 = torch.aten.conv2d %arg0, %0, %1, %2, %3, %4, %int1_4 : !torch.vtensor<[1,256,28,28],f32>, !torch.vtensor<[256,256,1,1],f32>, !torch.vtensor<[256],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,256,28,28],f32>
+    %6 = torch.aten.relu %5 : !torch.vtensor<[1,256,28,28],f32> -> !torch.vtensor<[1,256,28,28],f32>
+    %__auto.k_grouped = util.global.load @__auto.k_grouped : tensor<256x8x3x3xf32>
+    %7 = torch_c.from_builtin_tensor %__auto.k_grouped : tensor<256x8x3x3xf32> -> !torch.vtensor<[256,8,3,3],f32>
+    %__auto.b_grouped = util.global.load @__auto.b_grouped : tensor<256xf32>
+    %8 = torch_c.from_builtin_tensor %__auto.b_grouped : tensor<256xf32> -> !torch.vtensor<[256],f32>
+    %int1_5 = torch.constant.int 1
+    %int1_6 = torch.constant.int 1
+    %9 = torch.prim.ListConstruct %int1_5, %int1_6 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_7 = torch.constant.int 1
+    %int1_8 = torch.constant.int 1
+    %10 = torch.prim.ListConstruct %int1_7, %int1_8 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_9 = torch.constant.int 1
+    %int1_10 = torch.constant.int 1
+    %11 = torch.prim.ListConstruct %int1_9, %int1_10 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int32 = torch.constant.int 32
+    %12 = torch.aten.conv2d %6, %7, %8, %9, %10, %11, %int32 : !torch.vtensor<[1,256,28,28],f32>, !torch.vtensor<[256,8,3,3],f32>, !torch.vtensor<[256],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,256,28,28],f32>
+    %13 = torch.aten.relu %12 : !torch.vtensor<[1,256,28,28],f32> -> !torch.vtensor<[1,256,28,28],f32>
+    %__auto.k_expand = util.global.load @__auto.k_expand : tensor<256x256x1x1xf32>
+    %14 = torch_c.from_builtin_tensor %__auto.k_expand : tensor<256x256x1x1xf32> -> !torch.vtensor<[256,256,1,1],f32>
+    %__auto.b_expand = util.global.load @__auto.b_expand : tensor<256xf32>
+    %15 = torch_c.from_builtin_tensor %__auto.b_expand : tensor<256xf32> -> !torch.vtensor<[256],f32>
+    %int1_11 = torch.constant.int 1
+    %int1_12 = torch.constant.int 1
+    %16 = torch.prim.ListConstruct %int1_11, %int1_12 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int0_13 = torch.constant.int 0
+    %int0_14 = torch.constant.int 0
+    %17 = torch.prim.ListConstruct %int0_13, %int0_14 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_15 = torch.constant.int 1
+    %int1_16 = torch.constant.int 1
+    %18 = torch.prim.ListConstruct %int1_15, %int1_16 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_17 = torch.constant.int 1
+    %19 = torch.aten.conv2d %13, %14, %15, %16, %17, %18, %int1_17 : !torch.vtensor<[1,256,28,28],f32>, !torch.vtensor<[256,256,1,1],f32>, !torch.vtensor<[256],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,256,28,28],f32>
+    %int1_18 = torch.constant.int 1
+    %20 = torch.aten.add.Tensor %arg0, %19, %int1_18 : !torch.vtensor<[1,256,28,28],f32>, !torch.vtensor<[1,256,28,28],f32>, !torch.int -> !torch.vtensor<[1,256,28,28],f32>
+    %21 = torch.aten.relu %20 : !torch.vtensor<[1,256,28,28],f32> -> !torch.vtensor<[1,256,28,28],f32>
+    return %21 : !torch.vtensor<[1,256,28,28],f32>
+  }
+}
