@@ -40,7 +40,8 @@ def _ints(attribute) -> list[int]:
 
 
 def _takes(name: str):
-    """Whether an op is a static, floating-point `name` op of at most MAX_TAPS taps."""
+    """A check of an op: whether it is a static, floating-point `name` op of at most MAX_TAPS
+    taps."""
     def check(op) -> bool:
         from iree.compiler import ir
 

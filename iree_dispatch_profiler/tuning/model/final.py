@@ -138,7 +138,9 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        tuned.speedup if tuned and not tuned.reason else None,
                        tiling.speedup if tiling else None, against("data_tiling"),
                        against("flags"), per_target, medians(before), medians(after),
-                       model_times(outcome, benches), work(answer_roots, after), tuner.rewrite)
+                       model_times(outcome, benches), work(answer_roots, after),
+                       f"{tuner.rewrite} ({tuner.s.paths.rewritten_source.name})"
+                       if tuner.rewrite else "")
 
 
 def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:

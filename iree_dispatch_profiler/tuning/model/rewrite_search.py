@@ -43,13 +43,13 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
     if chosen is None or chosen not in applies:
         log("Source: the model's own (no rewrite is significantly faster than IREE's default)")
         return roots
-    why, text, count = applies[chosen]
+    why, text, _ = applies[chosen]
     write_atomically(s.paths.rewritten_source, text)
     build, rewritten_roots = tuner.build_surveyed(f"model_{chosen}", [], text)
     if build.reason:
         raise UserError(f"the model rewritten by {chosen} does not compile: {build.reason}")
     s.input = s.paths.rewritten_source
-    tuner.rewrite = f"{chosen} ({count} op(s) rewritten; {s.paths.rewritten_source.name})"
+    tuner.rewrite = chosen
     tuner.source_default = dataclasses.replace(build, name=DEFAULT)
     tuner.without_flags()
     log(f"Source: {s.paths.rewritten_source}, the model with {why}: the flags and the "

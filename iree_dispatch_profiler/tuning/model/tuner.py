@@ -40,7 +40,7 @@ class ModelTuner(Tuner):
     # under the flags it ships with.
     iree_default: Build | None = None
     # The source tuned, compiled with IREE's default flags: the rewritten model's build where
-    # a source rewrite was adopted (rewrite_search), which `rewrite` then names.
+    # a source rewrite was adopted (rewrite_search), whose name `rewrite` then is.
     source_default: Build | None = None
     rewrite: str = ""
 
