@@ -65,9 +65,10 @@ def candidates(source: str) -> dict[str, tuple[str, str, int]]:
         text, count = rewrite.apply(source)
         if count:
             found[rewrite.name] = (rewrite.why, text, count)
-    if len(found) > 1:
-        text, count = source, 0
-        for rewrite in (r for r in rewrites.REWRITES if r.name in found):
+    if len(found) > 1:  # the first one's text, with the others applied to it
+        first, *others = found
+        _, text, count = found[first]
+        for rewrite in (r for r in rewrites.REWRITES if r.name in others):
             text, more = rewrite.apply(text)
             count += more
         found["+".join(found)] = ("; ".join(why for why, _, _ in found.values()), text, count)
