@@ -111,12 +111,18 @@ def reference(kind: str, x, k, init, strides, dilations):
     return out
 
 
+# f16 operands into an f32 result: the named op widens them, and so must the rewrite
+WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "tensor<1x8x8x8xf32>",
+           (1, 1), (1, 1))
+
+
 @pytest.mark.iree
-@pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col")])
+@pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col"),
+                                           (WIDENED, "depthwise_taps")])
 def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
-    """The rewritten strided, dilated, batch-2 conv, compiled and run by IREE, gives numpy's
-    convolution; with one product subtracted instead of added, it does not (the comparison
-    can fail)."""
+    """The rewritten conv (strided, dilated, batch 2; or f16 operands into f32), compiled and
+    run by IREE, gives numpy's convolution; with one product subtracted instead of added, it
+    does not (the comparison can fail)."""
     from iree.compiler import ir
 
     from iree_dispatch_profiler.iree import rewrites
@@ -127,7 +133,8 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     rng = np.random.default_rng(0)
     with ir.Context():
         shapes = [ir.RankedTensorType(ir.Type.parse(t)).shape for t in conv[2:5]]
-    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    arrays = [rng.standard_normal(s).astype(np.float16 if t.endswith("xf16>") else np.float32)
+              for s, t in zip(shapes, conv[2:5])]
     wanted = reference(conv[1], *arrays, conv[5], conv[6])
     inputs = []
     for i, array in enumerate(arrays):
