@@ -60,8 +60,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                    "12 heads, FFN 3072",
 }
 SHOWN_DISPATCHES = 6
-SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain", "  target ",
-                    "Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ",
+SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain",
+                    "  target ", "Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ",
                     "Model: ", "Model times", "IREE data tiling + ukernels does not", "target ",
                     "Answer: ")
 TIME_GOES = "Where the answer's call goes"

@@ -131,8 +131,7 @@ def print_table(data: pd.DataFrame, repetitions: int) -> None:
         print(f"{operation:{width}} {default:8.1f} {iree.get('default_data_tiling', np.nan):7.1f} "
               f"{best_of['tiles']:7.1f} {best_of['cache']:7.1f} {best_of['dt-tiles']:8.1f} "
               f"{best_of['packed']:7.1f} {best_of['inner']:7.1f} {best_of['decomp']:7.1f} "
-              f"{numpy:7.1f} "
-              f"{best / default:8.2f} {best / numpy:10.2f} {bounds:>12}  "
+              f"{numpy:7.1f} {best / default:8.2f} {best / numpy:10.2f} {bounds:>12}  "
               f"{iree.idxmax() if len(iree) else 'none'}")
     bad = int((data["Verification"] != "SUCCESS").sum())
     print(f"(GFLOP/s, median of >= {repetitions} interleaved rounds; dt+ukr = default_data_tiling; "

@@ -31,6 +31,11 @@ FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget
         "--calibration=off"]
 
 
+# autotune.py's settings for tests: short timing batches and sessions, no calibration, no store
+QUICK_TUNING = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off",
+                "--store=off"]
+
+
 def run_script(script: str, *args: str, timeout: float = 600,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`env`: variables set for the script on top of this process's environment."""

@@ -11,11 +11,10 @@ import time
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR as DATA, ROOT, run_script
+from helpers import DATA_DIR as DATA, QUICK_TUNING as QUICK, ROOT, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 # Short sessions: these tests check what happens, not which config is fastest.
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 
 
 def seed_config(folder, drop_iree_bin=True, replace=None):

@@ -8,11 +8,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR as DATA, FAST, run_script
+from helpers import DATA_DIR as DATA, FAST, QUICK_TUNING as QUICK, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 MLP = DATA / "mlp_torch.mlir"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 

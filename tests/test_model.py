@@ -14,13 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR as DATA, run_script
+from helpers import DATA_DIR as DATA, QUICK_TUNING as QUICK, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
 MLP = DATA / "mlp_torch.mlir"
 ENCODER = DATA.parent.parent / "benchmarks" / "data" / "encoder_block_torch.mlir"  # 4 heads, 128 x 64
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 FIRST_MATMUL = ("tensor<64x256xf32>", "tensor<512x256xf32>", "tensor<64x512xf32>")
 
 

@@ -3,16 +3,15 @@ compiler runs), that the rewritten ops compute the convolutions' numbers (IREE r
 numpy is the reference) and are vector code where the named op is not (cross-compiled), and
 the tuner's phase that adopts a rewrite only when it verifies and is faster, and ships it."""
 import re
-import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR, run_script
+from helpers import DATA_DIR, QUICK_TUNING as QUICK, run_script
 
 DEPTHWISE_MODEL = DATA_DIR / "depthwise_block.mlir"
-QUICK = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off", "--store=off"]
 
 
 OPS = {"nchw": "depthwise_conv_2d_nchw_chw", "nhwc": "depthwise_conv_2d_nhwc_hwc",
@@ -95,6 +94,22 @@ def test_a_model_with_both_kinds_is_measured_with_each_rewrite_and_both():
     assert rewrite_search.candidates(module(OTHERS)) == {}
 
 
+def build(tools, text: str, path: Path, cpu: str = "host", triple: str = "",
+          flags: tuple[str, ...] = ()) -> Path:
+    """`text` written to `path`.mlir and compiled for `cpu` as the toolkit compiles: its vmfb."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
+
+    source, vmfb = path.with_suffix(".mlir"), path.with_suffix(".vmfb")
+    source.write_text(text)
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
+    result = run(compile_command(tools, target, source, vmfb, list(flags)), 300)
+    assert result.ok, result.failure("iree-compile", 300)
+    return vmfb
+
+
 def reference(kind: str, x, k, init, strides, dilations):
     """numpy's NCHW depthwise or grouped convolution, tap by tap, into `init`."""
     out = init.astype(np.float64).copy()
@@ -126,6 +141,7 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     from iree.compiler import ir
 
     from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
     from iree_dispatch_profiler.measure.verification import agreement
 
     text, count = getattr(rewrites, rewrite)(module([conv]))
@@ -139,20 +155,15 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     inputs = []
     for i, array in enumerate(arrays):
         np.save(tmp_path / f"in{i}.npy", array)
-        inputs.append(f"--input=@{tmp_path / f'in{i}.npy'}")
+        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
     results = {}
     for name, source in (("rewritten", text),
                          ("wrong", text.replace("arith.addf", "arith.subf", 1))):
-        (tmp_path / f"{name}.mlir").write_text(source)
-        subprocess.run([str(tools.compile), str(tmp_path / f"{name}.mlir"),
-                        "--iree-hal-target-device=local",
-                        "--iree-hal-local-target-device-backends=llvm-cpu",
-                        "--iree-llvmcpu-target-cpu=host", "-o", str(tmp_path / f"{name}.vmfb")],
-                       check=True, timeout=300)
-        subprocess.run([str(tools.run_module), f"--module={tmp_path / f'{name}.vmfb'}",
-                        "--function=main", *inputs, f"--output=@{tmp_path / f'{name}.npy'}"],
-                       check=True, timeout=300, capture_output=True)
-        results[name] = agreement(np.load(tmp_path / f"{name}.npy"), wanted.astype(np.float32))
+        output = tmp_path / f"{name}.npy"
+        ran = run_module(tools, build(tools, source, tmp_path / name), "main", "local-task",
+                         inputs, [output], 300)
+        assert ran.ok, ran.reason
+        results[name] = agreement(np.load(output), wanted.astype(np.float32))
     assert results["rewritten"].ok, results["rewritten"].detail
     assert not results["wrong"].ok
 
@@ -243,14 +254,9 @@ def test_the_rewritten_depthwise_conv_is_vector_code_on_every_simd_family(tools,
                      "tensor<1x32x16x16xf32>", (1, 1), (1, 1))])
     vector_multiplies = {}
     for name, text in (("named", named), ("taps", rewrites.depthwise_taps(named)[0])):
-        (tmp_path / f"{name}.mlir").write_text(text)
         dump = tmp_path / f"{name}_dump"
-        subprocess.run([str(tools.compile), str(tmp_path / f"{name}.mlir"),
-                        "--iree-hal-target-device=local",
-                        "--iree-hal-local-target-device-backends=llvm-cpu",
-                        f"--iree-llvmcpu-target-cpu={cpu}", f"--iree-llvmcpu-target-triple={triple}",
-                        f"--iree-hal-dump-executable-intermediates-to={dump}",
-                        "-o", str(tmp_path / f"{name}.vmfb")], check=True, timeout=300)
+        build(tools, text, tmp_path / name, cpu, triple,
+              (f"--iree-hal-dump-executable-intermediates-to={dump}",))
         assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
         lines = [line for line in assembly.splitlines()
                  if re.search(r"\b(v?mul[ps]s|vfmadd\w*[ps]s|fmul|fmla)\b", line)]
