@@ -142,9 +142,11 @@ def _grouped_as_im2col(op):
         ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
                                             for i in dims]) for dims in ([0], [1], [2, 3, 4])]))
     d = [ir.AffineDimExpr.get(i) for i in range(6)]  # n, g, f, oh, ow, then the depth
-    maps = [ir.AffineMap.get(6, 0, [d[0], d[1], d[5], d[3], d[4]]),
-            ir.AffineMap.get(6, 0, [d[1], d[2], d[5]]), ir.AffineMap.get(6, 0, d[:5])]
-    return _generic([joined, matrix.result], maps, init, 1,
+    # The filter first: IREE takes the first operand's dims as M and the second's as N, and
+    # vectorizes N, which must be the output's contiguous positions (oh, ow), not its filters
+    maps = [ir.AffineMap.get(6, 0, [d[1], d[2], d[5]]),
+            ir.AffineMap.get(6, 0, [d[0], d[1], d[5], d[3], d[4]]), ir.AffineMap.get(6, 0, d[:5])]
+    return _generic([matrix.result, joined], maps, init, 1,
                     lambda args, total: arith.addf(total, arith.mulf(args[0], args[1])))
 
 
