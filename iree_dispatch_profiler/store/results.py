@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable
 from datetime import datetime, timezone
@@ -301,41 +302,60 @@ def _same_loops(rows: list[dict], fields_of_op: dict) -> list[dict]:
     return [r for r in rows if len(json.loads(r["loops"] or "[]")) == loops]
 
 
+# SQLite answers "database is locked" at once, without its busy timeout, where waiting would
+# deadlock (two openers switching a new file to WAL together): opening again settles it
+LOCKED_RETRY_SECONDS = 60.0
+
+
 def open_store(url: str | None = None) -> Store:
     """The store at `url` (default: SQLite in the cache folder), its schema created or migrated;
     a UserError in one line when it cannot be reached or is not ours."""
     url = url or default_url()
     shown = _shown(url)
-    try:
-        if url.startswith("postgresql://"):  # the driver this project installs
-            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-        sqlite = url.startswith("sqlite")
-        if sqlite and url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 60} if sqlite else
-                               {"connect_timeout": 10})
-        if sqlite:
-            @event.listens_for(engine, "connect")
-            def _wal(connection, _record):
-                # several writers at once; a killed writer leaves the last commit intact
-                connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("PRAGMA busy_timeout=60000")
-                # Python's sqlite3 commits before DDL on its own: a new store's tables would
-                # appear one by one to another opener. Our own BEGIN below instead.
-                connection.isolation_level = None
+    deadline = time.monotonic() + LOCKED_RETRY_SECONDS
+    while True:
+        try:
+            return Store(_engine(url, shown), shown)
+        except UserError:
+            raise
+        except (SQLAlchemyError, ArgumentError, OSError, ImportError) as error:
+            detail = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+            if "database is locked" in detail and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            raise UserError(f"results store {shown}: cannot open it ({detail})") from None
 
-            @event.listens_for(engine, "begin")
-            def _begin(connection):
-                # the write lock first (waiting for it): a transaction that read, then writes,
-                # never fails on a snapshot another writer made stale meanwhile
-                connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+def _engine(url: str, shown: str) -> Engine:
+    """An engine on `url`, its schema created or migrated (disposed again if that fails)."""
+    if url.startswith("postgresql://"):  # the driver this project installs
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    sqlite = url.startswith("sqlite")
+    if sqlite and url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 60} if sqlite else
+                           {"connect_timeout": 10})
+    if sqlite:
+        @event.listens_for(engine, "connect")
+        def _wal(connection, _record):
+            # several writers at once; a killed writer leaves the last commit intact
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA busy_timeout=60000")
+            # Python's sqlite3 commits before DDL on its own: a new store's tables would
+            # appear one by one to another opener. Our own BEGIN below instead.
+            connection.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(connection):
+            # the write lock first (waiting for it): a transaction that read, then writes,
+            # never fails on a snapshot another writer made stale meanwhile
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+    try:
         _prepare(engine, shown)
-    except UserError:
+    except BaseException:
+        engine.dispose()
         raise
-    except (SQLAlchemyError, ArgumentError, OSError, ImportError) as error:
-        detail = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-        raise UserError(f"results store {shown}: cannot open it ({detail})") from None
-    return Store(engine, shown)
+    return engine
 
 
 def open_optional(url: str | None, say) -> Store | None:
