@@ -247,22 +247,30 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
     assert "dw_source" not in (tmp_path / "dw_work" / "model_data_tiling.compile.log").read_text()
 
 
+# a small conv of each kind a rewrite takes, as the named op PyTorch's export makes
+NAMED = {"depthwise_taps": ("dw", "nchw", "tensor<1x32x18x18xf32>", "tensor<32x3x3xf32>",
+                            "tensor<1x32x16x16xf32>", (1, 1), (1, 1)),
+         "grouped_im2col": ("gc", "grouped", "tensor<1x8x8x18x18xf32>", "tensor<8x8x8x3x3xf32>",
+                            "tensor<1x8x8x16x16xf32>", (1, 1), (1, 1))}
+
+
 @pytest.mark.iree
+@pytest.mark.parametrize("rewrite", list(NAMED))
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
     ("neoverse-n1", "aarch64-unknown-linux-gnu", r"\.4s")])
-def test_the_rewritten_depthwise_conv_is_vector_code_on_every_simd_family(tools, tmp_path, cpu,
-                                                                          triple, vector):
-    """Why the rewrite exists, on each SIMD family, cross-compiled: IREE's code for the named
-    NCHW depthwise conv multiplies one float at a time, the rewritten conv's whole vectors
-    (the assembly IREE dumps)."""
+def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path, cpu, triple,
+                                                                vector, rewrite):
+    """Why the rewrites exist, on each SIMD family, cross-compiled: IREE's code for the named
+    NCHW depthwise or grouped conv multiplies one float at a time, the rewritten conv's whole
+    vectors (the assembly IREE dumps)."""
     from iree_dispatch_profiler.iree import rewrites
 
-    named = module([("dw", "nchw", "tensor<1x32x18x18xf32>", "tensor<32x3x3xf32>",
-                     "tensor<1x32x16x16xf32>", (1, 1), (1, 1))])
+    named = module([NAMED[rewrite]])
+    apply = next(r.apply for r in rewrites.REWRITES if r.name == rewrite)
     vector_multiplies = {}
-    for name, text in (("named", named), ("taps", rewrites.depthwise_taps(named)[0])):
+    for name, text in (("named", named), ("rewritten", apply(named)[0])):
         dump = tmp_path / f"{name}_dump"
         build(tools, text, tmp_path / name, cpu, triple,
               (f"--iree-hal-dump-executable-intermediates-to={dump}",))
@@ -271,4 +279,4 @@ def test_the_rewritten_depthwise_conv_is_vector_code_on_every_simd_family(tools,
                  if re.search(r"\b(v?mul[ps]s|vfmadd\w*[ps]s|fmul|fmla)\b", line)]
         assert lines, f"no float multiply in {name}'s assembly for {cpu}"
         vector_multiplies[name] = [line for line in lines if re.search(vector, line)]
-    assert vector_multiplies["taps"] and not vector_multiplies["named"]
+    assert vector_multiplies["rewritten"] and not vector_multiplies["named"]
