@@ -32,6 +32,7 @@ FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget
 
 
 # autotune.py's settings for tests: short timing batches and sessions, no calibration, no store
+# (the tests check what happens, not which config is fastest)
 QUICK_TUNING = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off",
                 "--store=off"]
 

@@ -14,7 +14,6 @@ import pytest
 from helpers import DATA_DIR as DATA, QUICK_TUNING as QUICK, ROOT, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
-# Short sessions: these tests check what happens, not which config is fastest.
 
 
 def seed_config(folder, drop_iree_bin=True, replace=None):

@@ -268,9 +268,8 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
     from iree_dispatch_profiler.iree import rewrites
 
     named = module([NAMED[rewrite]])
-    apply = next(r.apply for r in rewrites.REWRITES if r.name == rewrite)
     vector_multiplies = {}
-    for name, text in (("named", named), ("rewritten", apply(named)[0])):
+    for name, text in (("named", named), ("rewritten", getattr(rewrites, rewrite)(named)[0])):
         dump = tmp_path / f"{name}_dump"
         build(tools, text, tmp_path / name, cpu, triple,
               (f"--iree-hal-dump-executable-intermediates-to={dump}",))
