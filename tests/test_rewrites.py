@@ -15,7 +15,7 @@ DEPTHWISE_MODEL = DATA_DIR / "depthwise_block.mlir"
 
 
 OPS = {"nchw": "depthwise_conv_2d_nchw_chw", "nhwc": "depthwise_conv_2d_nhwc_hwc",
-       "grouped": "conv_2d_ngchw_gfchw"}
+       "grouped": "conv_2d_ngchw_gfchw", "fchw": "conv_2d_nchw_fchw", "hwcf": "conv_2d_nhwc_hwcf"}
 
 
 def module(ops: list[tuple[str, str, str, str, str, tuple, tuple]]) -> str:
@@ -92,6 +92,58 @@ def test_grouped_im2col_joins_the_taps_per_group_and_reorders_the_filter_to_matc
     assert '"parallel", "parallel", "parallel", "parallel", "parallel", "reduction"' in text
 
 
+# PyTorch's 3x3 convolution with its bias as the accumulator, and one channels-last
+WINOGRAD = ("wino", "fchw", "tensor<1x8x14x14xf32>", "tensor<16x8x3x3xf32>",
+            "tensor<1x16x12x12xf32>", (1, 1), (1, 1))
+WINOGRAD_NHWC = ("winolast", "hwcf", "tensor<2x10x10x8xf32>", "tensor<3x3x8x4xf32>",
+                 "tensor<2x8x8x4xf32>", (1, 1), (1, 1))
+
+
+def test_winograd_takes_3x3_stride_1_f32_convs_and_adds_their_accumulator_after():
+    """IREE's Winograd transforms replace the 3x3 stride-1 f32 convs of either layout; each now
+    starts from zeros and its old accumulator is added after (the pass drops it). Strided,
+    1x1 and f16 convs are left as they are."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    strided = ("s2", "fchw", "tensor<1x8x15x15xf32>", "tensor<16x8x3x3xf32>",
+               "tensor<1x16x7x7xf32>", (2, 2), (1, 1))
+    pointwise = ("pw", "fchw", "tensor<1x8x14x14xf32>", "tensor<16x8x1x1xf32>",
+                 "tensor<1x16x14x14xf32>", (1, 1), (1, 1))
+    half = ("half", "fchw", "tensor<1x8x14x14xf16>", "tensor<16x8x3x3xf16>",
+            "tensor<1x16x12x12xf16>", (1, 1), (1, 1))
+    text, count = rewrites.winograd(module([WINOGRAD, WINOGRAD_NHWC, strided, pointwise, half]))
+    assert count == 2
+    assert text.count("linalg.conv_2d_nchw_fchw") == 3 and "linalg.conv_2d_nhwc_hwcf" not in text
+    for transform in ("filter_transform", "input_transform", "output_transform"):
+        assert text.count(f"iree_linalg_ext.winograd.{transform}") == 2
+    assert text.count("linalg.batch_matmul") == 2
+    assert text.count("arith.addf") == 2  # each accumulator, added to the transformed output
+    untouched = module([strided, pointwise, half])
+    assert rewrites.winograd(untouched) == (untouched, 0)
+
+
+def test_winograd_computes_a_parameters_filter_transform_once_at_load():
+    """A filter read from a global (a parameter) is transformed in an initializer into a global
+    of its own, which the function reads; a filter passed as an argument is transformed in the
+    function, as it must be."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    name, _, x, k, out, _, _ = WINOGRAD
+    text = (f"util.global private @weights.conv1 = #flow.parameter.named<\"model\"::\"k\"> : {k}\n"
+            + module([WINOGRAD]).replace(f", %{name}_k: {k}", "").replace(
+                "{\n", f"{{\n  %{name}_k = util.global.load @weights.conv1 : {k}\n", 1))
+    hoisted, count = rewrites.winograd(text)
+    assert count == 1
+    initializer = hoisted[hoisted.index("util.initializer"):hoisted.index("func.func")]
+    assert "iree_linalg_ext.winograd.filter_transform" in initializer
+    assert "util.global.store" in initializer and "@weights.conv1$winograd" in initializer
+    function = hoisted[hoisted.index("func.func"):]
+    assert "filter_transform" not in function
+    assert "util.global.load immutable @weights.conv1$winograd" in function
+    argument, _ = rewrites.winograd(module([WINOGRAD]))
+    assert "util.initializer" not in argument and "filter_transform" in argument
+
+
 def test_a_model_with_both_kinds_is_measured_with_each_rewrite_and_both():
     from iree_dispatch_profiler.tuning.model import rewrite_search
 
@@ -120,7 +172,12 @@ def build(tools, text: str, path: Path, cpu: str = "host", triple: str = "",
 
 
 def reference(kind: str, x, k, init, strides, dilations):
-    """numpy's NCHW depthwise or grouped convolution, tap by tap, into `init`."""
+    """numpy's NCHW depthwise, grouped or dense convolution (or a channels-last dense one),
+    tap by tap, into `init`."""
+    if kind == "hwcf":  # as NCHW with an FCHW filter, and back
+        out = reference("fchw", x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1),
+                        init.transpose(0, 3, 1, 2), strides, dilations)
+        return out.transpose(0, 2, 3, 1)
     out = init.astype(np.float64).copy()
     oh, ow = out.shape[-2:]
     for kh in range(k.shape[-2]):
@@ -130,6 +187,8 @@ def reference(kind: str, x, k, init, strides, dilations):
             window = x[..., rows, cols].astype(np.float64)
             if kind == "nchw":
                 out += window * k[None, :, kh, kw, None, None]
+            elif kind == "fchw":
+                out += np.einsum("nchw,fc->nfhw", window, k[..., kh, kw])
             else:  # n g c h w, g f c -> n g f h w
                 out += np.einsum("ngchw,gfc->ngfhw", window, k[..., kh, kw])
     return out
@@ -142,11 +201,13 @@ WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "ten
 
 @pytest.mark.iree
 @pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col"),
-                                           (WIDENED, "depthwise_taps")])
+                                           (WIDENED, "depthwise_taps"), (WINOGRAD, "winograd"),
+                                           (WINOGRAD_NHWC, "winograd")])
 def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
-    """The rewritten conv (strided, dilated, batch 2; or f16 operands into f32), compiled and
-    run by IREE, gives numpy's convolution; with one product subtracted instead of added, it
-    does not (the comparison can fail)."""
+    """The rewritten conv (strided, dilated, batch 2; or f16 operands into f32; or Winograd's,
+    into a random accumulator), compiled and run by IREE, gives numpy's convolution; with one
+    product (Winograd: the accumulator) subtracted instead of added, it does not (the
+    comparison can fail)."""
     from iree.compiler import ir
 
     from iree_dispatch_profiler.iree import rewrites
@@ -166,15 +227,62 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
         np.save(tmp_path / f"in{i}.npy", array)
         inputs.append(f"@{tmp_path / f'in{i}.npy'}")
     results = {}
-    for name, source in (("rewritten", text),
-                         ("wrong", text.replace("arith.addf", "arith.subf", 1))):
+    builds = [("rewritten", text, ()), ("wrong", text.replace("arith.addf", "arith.subf", 1), ())]
+    if rewrite == "winograd":  # why the rewrite adds the accumulator itself: IREE drops it
+        builds.append(("pass_alone", module([conv]), (
+            "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
+            "iree-linalg-ext-convert-conv2d-to-winograd{replace-all-convs=true}))",)))
+    for name, source, flags in builds:
         output = tmp_path / f"{name}.npy"
-        ran = run_module(tools, build(tools, source, tmp_path / name), "main", "local-task",
-                         inputs, [output], 300)
+        ran = run_module(tools, build(tools, source, tmp_path / name, flags=flags), "main",
+                         "local-task", inputs, [output], 300)
         assert ran.ok, ran.reason
         results[name] = agreement(np.load(output), wanted.astype(np.float32))
     assert results["rewritten"].ok, results["rewritten"].detail
     assert not results["wrong"].ok
+    assert "pass_alone" not in results or not results["pass_alone"].ok
+
+
+@pytest.mark.iree
+def test_winograds_filter_transform_computed_at_load_gives_numpys_numbers(tools, tmp_path):
+    """With the filter a global's value, the rewritten module (its filter transformed in an
+    initializer) gives numpy's convolution; with that initializer's transform dropped (the
+    global then holds zeros), it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    name, kind, x_type, k_type, out_type, strides, dilations = WINOGRAD
+    rng = np.random.default_rng(1)
+    x, k, init = (rng.standard_normal(shape).astype(np.float32)
+                  for shape in ((1, 8, 14, 14), (16, 8, 3, 3), (1, 16, 12, 12)))
+    text = (f'util.global private @k = dense<"0x{k.tobytes().hex().upper()}"> : {k_type}\n'
+            + module([WINOGRAD]).replace(f", %{name}_k: {k_type}", "").replace(
+                "{\n", f"{{\n  %{name}_k = util.global.load @k : {k_type}\n", 1))
+    rewritten, count = rewrites.winograd(text)
+    assert count == 1 and "util.initializer" in rewritten
+    wanted = reference(kind, x, k, init, strides, dilations).astype(np.float32)
+    inputs = []
+    for i, array in enumerate((x, init)):
+        np.save(tmp_path / f"in{i}.npy", array)
+        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    transform = re.search(r"  %\S+ = iree_linalg_ext.winograd.filter_transform.*\n", rewritten)
+    assert transform
+    stored = re.search(r"util.global.store (%\S+),", rewritten)
+    empty = re.search(r"(%\S+) = tensor.empty\(\) : tensor<8x8x8x16xf32>", rewritten)
+    assert stored and empty
+    # the initializer stores the transform's empty output instead of the transform
+    dropped = rewritten.replace(transform.group(0), "").replace(
+        f"util.global.store {stored.group(1)},", f"util.global.store {empty.group(1)},")
+    results = {}
+    for label, source in (("hoisted", rewritten), ("dropped", dropped)):
+        output = tmp_path / f"{label}.npy"
+        ran = run_module(tools, build(tools, source, tmp_path / label), "main", "local-task",
+                         inputs, [output], 300)
+        assert ran.ok, ran.reason
+        results[label] = agreement(np.load(output), wanted)
+    assert results["hoisted"].ok, results["hoisted"].detail
+    assert not results["dropped"].ok
 
 
 @pytest.mark.iree
