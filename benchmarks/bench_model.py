@@ -14,13 +14,16 @@ them together, verify and time the model), then times the whole
 call of IREE's default, IREE's data tiling, the tuned model and, when torch and iree-turbine are
 importable (`pip install -e ".[torch]"`), PyTorch eager on the same module and the same inputs
 (torch threads = physical cores, as IREE's local-task), all in one interleaved session: times
-with 95% intervals, and the tuned model against each. Each sample of either is the mean ms per
+with 95% intervals, and the tuned model against each. The tuned model and PyTorch are also
+timed under SCHED_BATCH (iree/process.py: IREE's wait spins on a worker it can preempt), and
+each side is compared at its better scheduling. Each sample of either is the mean ms per
 call over the sample's consecutive calls (IREE: iree-benchmark-module's loop; PyTorch: a Python
 loop), slow calls included, as a serving loop sees them."""
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -34,7 +37,7 @@ import pandas as pd
 from common import ROOT, write_parameters
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.iree import iree_jobs, modules
+from iree_dispatch_profiler.iree import iree_jobs, modules, process
 from iree_dispatch_profiler.iree.launchers import run_module
 from iree_dispatch_profiler.iree.timing import Benchmark, INVOCATION
 from iree_dispatch_profiler.iree.tools import IreeTools
@@ -68,6 +71,10 @@ TIME_GOES = "Where the answer's call goes"
 BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling.vmfb",
           "tuned (flags + spec)": "model_tuned.vmfb"}
 TORCH = "PyTorch eager"
+# Each side also under SCHED_BATCH (process.BATCH says why IREE's call can gain), and compared
+# at its better policy: like the BLAS anchor, PyTorch at its best too.
+BATCHED = " | SCHED_BATCH"
+TUNED = "tuned (flags + spec)"
 
 
 # glibc's malloc: M_TRIM_THRESHOLD, M_MMAP_THRESHOLD (malloc.h)
@@ -116,6 +123,33 @@ def torch_eager(name: str, inputs: list[np.ndarray], weights: dict[str, np.ndarr
     return call
 
 
+TORCH_BEST = "PyTorch eager at its better scheduling"
+
+
+def better(outcomes: dict, label: str) -> str:
+    """`label` or `label` under SCHED_BATCH, whichever has the lower median (a failed one
+    never)."""
+    timed = [n for n in (label, label + BATCHED) if n in outcomes and not outcomes[n].reason]
+    return min(timed, key=lambda n: outcomes[n].runtime.median) if timed else label
+
+
+def threads_scheduled(policy: int) -> None:
+    """Every thread of this process (PyTorch's pool too) under the scheduling `policy`."""
+    for thread in os.listdir("/proc/self/task"):
+        os.sched_setscheduler(int(thread), policy, os.sched_param(0))
+
+
+def under_batch(sample):
+    """`sample` (seconds -> ms) taken with this process's threads under SCHED_BATCH."""
+    def batched(seconds: float):
+        threads_scheduled(os.SCHED_BATCH)
+        try:
+            return sample(seconds)
+        finally:
+            threads_scheduled(os.SCHED_OTHER)
+    return batched
+
+
 def time_goes(lines: list[str]) -> list[str]:
     """autotune.py's block on where the answer's call goes: its slowest dispatches at their
     GFLOP/s against the session's compute ceiling, and the call's time beyond them."""
@@ -140,12 +174,14 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     inputs = [np.load(p) for p in paths]
     tools = IreeTools.locate()
     candidates, notes = [], []
+    batch = process.can_schedule(process.BATCH)
     for label, file in BUILDS.items():
-        if (work / file).is_file():
-            bench = Benchmark(tools, work / file, signature.name, "local-task",
-                              [f"@{p}" for p in paths], flags=parameters, timeout=600,
-                              source=INVOCATION)
-            candidates.append(Candidate(label, bench.sample))
+        for policy in ("", process.BATCH) if label == TUNED and batch else ("",):
+            if (work / file).is_file():
+                bench = Benchmark(tools, work / file, signature.name, "local-task",
+                                  [f"@{p}" for p in paths], flags=parameters, timeout=600,
+                                  source=INVOCATION, scheduling=policy)
+                candidates.append(Candidate(label + (BATCHED if policy else ""), bench.sample))
     call = torch_eager(name, inputs, weights)
     if call is not None:
         import torch
@@ -164,6 +200,9 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
         # like with like: iree-benchmark-module's sample is the mean of its calls, a slow call
         # included (IREE's calls here have the longer tail: a median would flatter PyTorch)
         candidates.append(Candidate(TORCH, lambda s: timed_calls(call, s, statistics.fmean)))
+        if batch:
+            candidates.append(Candidate(TORCH + BATCHED, under_batch(
+                lambda s: timed_calls(call, s, statistics.fmean))))
         notes.append(f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
     measured = measure(candidates, "IREE default", Protocol(time_budget=seconds))
     return {"outcomes": measured.outcomes, "notes": notes}
@@ -224,25 +263,34 @@ def main() -> int:
         for label, outcome in outcomes.items():
             shown = (f"{outcome.runtime.median:9.3f} {outcome.runtime.interval('.3f')}"
                      if not outcome.reason else f"failed: {outcome.reason}")
-            print(f"  {label:<18} {shown}")
-        best = "tuned (flags + spec)" if "tuned (flags + spec)" in outcomes else "IREE default"
+            print(f"  {label:<34} {shown}")
+        best = better(outcomes, TUNED if TUNED in outcomes else "IREE default")
+        torch_best = better(outcomes, TORCH)
         verdicts = {}
-        for other in ("IREE default", "IREE data tiling", TORCH):
+        for other in ("IREE default", "IREE data tiling", TORCH, TORCH + BATCHED):
             if other in outcomes and other != best and not outcomes[other].reason:
                 ratio = stats.speedup(outcomes[other].samples, outcomes[best].samples)
                 verdicts[other] = ratio
                 print(f"  {best} against {other}: {stats.direction(ratio)}")
+        if torch_best in verdicts:
+            verdicts[TORCH_BEST] = verdicts[torch_best]
+            print(f"  each at its better scheduling: {best} against {torch_best}: "
+                  f"{stats.direction(verdicts[torch_best])}")
         print("\n".join(f"  {note}" for note in session["notes"]))
         summary.append((name, seconds, outcomes, verdicts))
     print("\n== summary: whole call, median ms; the tuned model (or IREE's default, without a "
-          "spec) against PyTorch eager (95%)")
-    header = (f"{'model':<20} {'tuning':>7} " + " ".join(f"{label:>16}" for label in [*BUILDS, TORCH])
+          "spec) against PyTorch eager (95%), each at its better scheduling (| batch: under "
+          "SCHED_BATCH)")
+    columns = [*BUILDS, TUNED + BATCHED, TORCH, TORCH + BATCHED]
+    shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TORCH + BATCHED: "PyTorch | batch"}
+    header = (f"{'model':<20} {'tuning':>7} "
+              + " ".join(f"{shown.get(label, label):>16}" for label in columns)
               + "   tuned vs PyTorch")
     print(header)
     for name, seconds, outcomes, verdicts in summary:
         cells = [f"{outcomes[label].runtime.median:16.3f}" if label in outcomes
-                 and not outcomes[label].reason else f"{'-':>16}" for label in [*BUILDS, TORCH]]
-        against = stats.direction(verdicts[TORCH]) if TORCH in verdicts else "-"
+                 and not outcomes[label].reason else f"{'-':>16}" for label in columns]
+        against = stats.direction(verdicts[TORCH_BEST]) if TORCH_BEST in verdicts else "-"
         print(f"{name:<20} {seconds:>6.0f}s " + " ".join(cells) + f"   {against}")
     return 0
 

@@ -100,3 +100,34 @@ def test_profiler_names_the_timing_source(small):
     bad = run_script("profiler.py", "--generated-dir", folder, "--timing-source=stopwatch")
     assert bad.returncode == 2 and "--timing-source" in bad.stderr
     assert timing.BENCHMARK_SOURCES.keys() <= TIMING_SOURCES.keys()
+
+
+def test_a_benchmark_under_sched_batch_runs_its_tool_under_it(small, tools, tmp_path):
+    """The scheduling wrapper execs the command under SCHED_BATCH (a Python child reports its
+    own policy: SCHED_BATCH with it, the default without it), a policy it does not know is
+    refused, and a whole-call benchmark of the real tool times under it; a benchmark on another
+    machine takes none (the wrapper runs here)."""
+    import os
+    import sys
+
+    from iree_dispatch_profiler.iree import process
+
+    if not process.can_schedule(process.BATCH):
+        pytest.skip("no SCHED_BATCH on this platform")
+    policy = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
+    assert run(process.scheduled(policy, process.BATCH), 60).stdout.strip() == str(os.SCHED_BATCH)
+    assert run(process.scheduled(policy, ""), 60).stdout.strip() == str(os.SCHED_OTHER)
+    with pytest.raises(ValueError):
+        process.scheduled(policy, "fifo")
+    _, vmfb, function, inputs, repeats = small
+    with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:
+        bench = timers.benchmark(vmfb, function, "local-task", inputs, repeats, whole_call=True,
+                                 scheduling=process.BATCH)
+        assert isinstance(bench, Benchmark) and bench.command(0.02)[:2] == [sys.executable, "-c"]
+        assert bench.sample(0.02).ok
+
+    def elsewhere(command, timeout) -> ProcessResult:
+        return run(command, timeout)
+    with pytest.raises(ValueError):
+        Benchmark(tools, vmfb, function, "local-task", inputs, runner=elsewhere,
+                  scheduling=process.BATCH)

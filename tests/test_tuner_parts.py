@@ -596,6 +596,30 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
     assert verdict.time_goes_lines(dispatches, dataclasses.replace(result, times={}), None) == []
 
 
+def test_the_runtime_line_says_to_run_under_sched_batch_only_where_it_was_faster():
+    """SCHED_BATCH significantly faster: the line says so and how to run it, and the answer's
+    run command uses it; significantly slower or a tie: said, and the run command is left as
+    it is; not timed: no line."""
+    from iree_dispatch_profiler.core.stats import Estimate
+    from iree_dispatch_profiler.tuning.model import final, verdict
+
+    result = final.ModelResult(None, None, [], None, None, None, None, None, {}, {}, {})
+    faster = dataclasses.replace(result, scheduling=Estimate(1.8, 1.6, 2.0, 0.01, 10))
+    slower = dataclasses.replace(result, scheduling=Estimate(0.8, 0.7, 0.9, 0.01, 10))
+    tie = dataclasses.replace(result, scheduling=Estimate(1.2, 0.9, 1.6, 0.01, 10))
+    assert verdict.batch_faster(faster) and not verdict.batch_faster(slower)
+    assert not verdict.batch_faster(tie) and not verdict.batch_faster(result)
+    assert verdict.scheduling_line(faster) == (
+        "Runtime: IREE's default's whole call under SCHED_BATCH is faster by 1.80x [1.60, 2.00] "
+        "than under the default scheduling: run it with `chrt --batch 0` (a waking SCHED_BATCH "
+        "thread does not preempt the IREE worker that its wait spins on)")
+    assert verdict.scheduling_line(slower).endswith("slower by 1.25x [1.11, 1.43] than under "
+                                                    "the default scheduling")
+    assert "no significant difference" in verdict.scheduling_line(tie)
+    assert verdict.scheduling_line(result) == ""
+    assert verdict.scheduling_line(faster) in verdict.verdict_lines(faster)
+
+
 def test_a_spec_that_slows_the_whole_model_is_not_shipped():
     """Each entry can win on its own dispatches while the whole model loses with the spec
     (an encoder block: 0.91x [0.89, 0.93] against its flags alone): settle then ships none."""

@@ -29,17 +29,20 @@ class Timers:
 
     def benchmark(self, vmfb: Path, function: str, device: str, inputs: list[str], repeats: int = 1,
                   flags: Sequence[str] = (), timeout: float = 120.0,
-                  whole_call: bool = False, per_dispatch: bool = False) -> Timer:
+                  whole_call: bool = False, per_dispatch: bool = False,
+                  scheduling: str = "") -> Timer:
         """`whole_call`: time the invocation rather than its dispatches; `per_dispatch`: the
-        benchmark must give each dispatch's time (`rows`), which only the dispatch sources do."""
-        if self.source == resident.RESIDENT and not per_dispatch and self.resident_can_time(flags):
+        benchmark must give each dispatch's time (`rows`), which only the dispatch sources do;
+        `scheduling`: the CPU scheduling policy it runs under (process.SCHEDULING)."""
+        if (self.source == resident.RESIDENT and not per_dispatch and not scheduling
+                and self.resident_can_time(flags)):
             return resident.ResidentBenchmark(self.resident(), vmfb, function, device,
                                               list(inputs), repeats, timeout)
         source = timing.INVOCATION if whole_call else self.source
         if source not in timing.BENCHMARK_SOURCES:
             source = timing.DEVICE_PROFILING
         return Benchmark(self.tools, vmfb, function, device, list(inputs), repeats,
-                         list(flags), timeout, source, runner=self.runner)
+                         list(flags), timeout, source, runner=self.runner, scheduling=scheduling)
 
     def resident_can_time(self, flags: Sequence[str]) -> bool:
         # The worker runs here, with no runtime flags (parameters, task topology).

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iree_dispatch_profiler.iree.process import Runner, run
+from iree_dispatch_profiler.iree.process import Runner, run, scheduled
 from iree_dispatch_profiler.iree.tools import IreeTools
 
 @dataclass
@@ -72,12 +72,15 @@ class Benchmark:
     rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
     invocations: list[float] = field(default_factory=list)  # the whole call's ms, per sample
     runs_per_call: dict[str, int] = field(default_factory=dict)  # device profiling, per dispatch
+    scheduling: str = ""  # the CPU scheduling policy (process.SCHEDULING) it runs under, here
 
     def __post_init__(self) -> None:
         # The profile is read here: a remote worker's file is out of reach.
         if self.source == DEVICE_PROFILING and (self.tools.profile is None
                                                 or self.runner not in (None, run)):
             self.source = DISPATCH_STATISTICS
+        if self.scheduling and self.runner not in (None, run):
+            raise ValueError("a scheduling policy is set for runs on this machine only")
 
     def command(self, seconds: float, profile: Path | None = None,
                 calls: int | None = None) -> list[str]:
@@ -92,12 +95,13 @@ class Benchmark:
         else:
             source_flags = [f"--benchmark_min_warmup_time={WARMUP_SECONDS}",
                             *(["--dispatch_statistics"] if self.source == DISPATCH_STATISTICS else [])]
-        return [str(self.tools.benchmark_module), f"--module={self.vmfb}",
+        return scheduled([str(self.tools.benchmark_module), f"--module={self.vmfb}",
                 f"--function={self.function}", f"--device={self.device}",
                 *(f"--input={i}" for i in self.inputs), *self.flags,
                 # the vmfb repeats each dispatch `repeats` times; batch_size divides that back out
                 f"--batch_size={self.repeats}", "--benchmark_repetitions=1",
-                f"--benchmark_min_time={time_flag}", "--benchmark_format=json", *source_flags]
+                f"--benchmark_min_time={time_flag}", "--benchmark_format=json", *source_flags],
+                         self.scheduling)
 
     def sample(self, seconds: float) -> Sample:
         if self.source == DEVICE_PROFILING:

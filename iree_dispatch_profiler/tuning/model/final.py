@@ -15,6 +15,7 @@ import numpy as np
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.iree import process
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.timing import Benchmark
 from iree_dispatch_profiler.measure.protocol import Candidate, Outcome, Protocol, measure
@@ -47,6 +48,9 @@ class ModelResult:
     # where the root op's work is known
     work: dict[str, float] = dataclasses.field(default_factory=dict)
     source: str = ""  # the source rewrite the answer compiles ("": the model's own)
+    # the shipped build's whole call under SCHED_BATCH against the default scheduling (None:
+    # not timed: another machine runs the candidates, or no such policy here)
+    scheduling: stats.Estimate | None = None
 
     @property
     def answer(self) -> bool:
@@ -141,6 +145,27 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        model_times(outcome, benches), work(answer_roots, after),
                        f"{tuner.rewrite} ({tuner.s.paths.rewritten_source.name})"
                        if tuner.rewrite else "")
+
+
+def time_scheduling(tuner: ModelTuner, result: ModelResult) -> ModelResult:
+    """The result with the whole call of what it ships (IREE's default where it ships
+    nothing) timed under SCHED_BATCH against the default scheduling, interleaved: a lever of
+    the runtime that no compile flag reaches (process.BATCH says why)."""
+    shipped = result.answer and result.outputs_ok and tuner.s.paths.answer_build.is_file()
+    vmfb = tuner.s.paths.answer_build if shipped else tuner.iree_default.vmfb
+    if tuner.runner not in (None, process.run) or not process.can_schedule(process.BATCH):
+        return result
+    benches = {policy: tuner.timers.benchmark(vmfb, tuner.function, tuner.device,
+                                              tuner.inputs[tuner.function].flags,
+                                              flags=tuner.run_flags, timeout=tuner.s.run_timeout,
+                                              whole_call=True, scheduling=policy)
+               for policy in process.SCHEDULING}
+    start = time.perf_counter()
+    measured = measure([Candidate(policy or DEFAULT, b.sample) for policy, b in benches.items()],
+                       DEFAULT, Protocol(time_budget=tuner.s.confirm_seconds))
+    tuner.log.phase("scheduling", time.perf_counter() - start)
+    batch = measured.outcomes[process.BATCH]
+    return dataclasses.replace(result, scheduling=None if batch.reason else batch.speedup)
 
 
 def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:

@@ -14,7 +14,7 @@ from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.tuning.plots import model_plot
 from iree_dispatch_profiler.tuning.engine import DEFAULT
-from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult
+from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult, time_scheduling
 from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, ModelTuner
 
 def times_line(result: ModelResult) -> str:
@@ -45,6 +45,31 @@ def model_line(result: ModelResult) -> str:
     return f"Model: {stats.direction(speedup)} than {best}"
 
 
+BATCH_RUN = ["chrt", "--batch", "0"]  # util-linux: run a command under SCHED_BATCH
+
+
+def batch_faster(result: ModelResult) -> bool:
+    """Whether the shipped call is significantly faster under SCHED_BATCH."""
+    found = result.scheduling
+    return bool(found is not None and found.n and stats.significant(found, stats.MIN_EFFECT)
+                and found.median > 1)
+
+
+def scheduling_line(result: ModelResult) -> str:
+    """`Runtime: the answer's whole call under SCHED_BATCH is faster by 1.81x [...]`."""
+    found = result.scheduling
+    if found is None or not found.n:
+        return ""
+    what = "the answer's" if result.answer and result.outputs_ok else "IREE's default's"
+    if not stats.significant(found, stats.MIN_EFFECT):
+        return (f"Runtime: {what} whole call under SCHED_BATCH: no significant difference from "
+                f"the default scheduling ({found.median:.2f}x {found.interval('.2f')})")
+    return (f"Runtime: {what} whole call under SCHED_BATCH is {stats.direction(found)} than "
+            "under the default scheduling" + (
+                f": run it with `{shlex.join(BATCH_RUN)}` (a waking SCHED_BATCH thread does not "
+                "preempt the IREE worker that its wait spins on)" if batch_faster(result) else ""))
+
+
 def answer_flags(result: ModelResult) -> list[str]:
     """The flags the answer adds to the target's."""
     return ([*result.flags.args] if result.flags else []) + (
@@ -72,7 +97,8 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
                                    cpu_target=None)
     elsewhere = compile_command(tuner.tools, portable, s.input.resolve(), Path(vmfb),
                                 answer_flags(result))
-    run_line = ["iree-run-module", f"--module={vmfb}", f"--device={tuner.device}",
+    run_line = [*(BATCH_RUN if batch_faster(result) else []),
+                "iree-run-module", f"--module={vmfb}", f"--device={tuner.device}",
                 f"--function={tuner.function}", *tuner.run_flags,
                 *(f"--input={i}" for i in tuner.inputs[tuner.function].flags)]
     cpu = target.resolved_cpu()
@@ -86,7 +112,8 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
         shlex.join(["iree-compile", *timed[1:]]),
         "# For another machine, the same flags with the CPU IREE finds there:",
         "#   " + shlex.join(["iree-compile", *elsewhere[1:]]),
-        "# Run it as it was verified:",
+        "# Run it as it was verified" + (" (under SCHED_BATCH, which was faster):"
+                                          if batch_faster(result) else ":"),
         "#   " + shlex.join(run_line), ""])
     write_atomically(path, text)
     path.chmod(0o755)
@@ -121,7 +148,8 @@ def source_lines(result: ModelResult) -> list[str]:
 
 def verdict_lines(result: ModelResult) -> list[str]:
     return [*source_lines(result), outputs_line(result), model_line(result),
-            *([times_line(result)] if result.times else []), *comparison_lines(result)]
+            *([times_line(result)] if result.times else []), *comparison_lines(result),
+            *([scheduling_line(result)] if scheduling_line(result) else [])]
 
 
 def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int],
@@ -224,6 +252,7 @@ def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[s
 def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
              tuned_targets: set[int], trials: dict[int, int] | None = None) -> int:
     """The verdict logged and written; `trials`: each tuned target's trials."""
+    result = time_scheduling(tuner, result)
     tuner.calibrate_end()
     log = tuner.log
     paths = tuner.s.paths
@@ -254,6 +283,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
         log(times_line(result))
     for line in comparison_lines(result):
         log(f"({line})")
+    if scheduling_line(result):
+        log(scheduling_line(result))
     if shipped:
         write_compile_script(tuner, result, script)
     log(answer_line(result, script))
