@@ -95,13 +95,13 @@ class Benchmark:
         else:
             source_flags = [f"--benchmark_min_warmup_time={WARMUP_SECONDS}",
                             *(["--dispatch_statistics"] if self.source == DISPATCH_STATISTICS else [])]
-        return scheduled([str(self.tools.benchmark_module), f"--module={self.vmfb}",
-                f"--function={self.function}", f"--device={self.device}",
-                *(f"--input={i}" for i in self.inputs), *self.flags,
-                # the vmfb repeats each dispatch `repeats` times; batch_size divides that back out
-                f"--batch_size={self.repeats}", "--benchmark_repetitions=1",
-                f"--benchmark_min_time={time_flag}", "--benchmark_format=json", *source_flags],
-                         self.scheduling)
+        command = [str(self.tools.benchmark_module), f"--module={self.vmfb}",
+                   f"--function={self.function}", f"--device={self.device}",
+                   *(f"--input={i}" for i in self.inputs), *self.flags,
+                   # the vmfb repeats each dispatch `repeats` times; batch_size divides that out
+                   f"--batch_size={self.repeats}", "--benchmark_repetitions=1",
+                   f"--benchmark_min_time={time_flag}", "--benchmark_format=json", *source_flags]
+        return scheduled(command, self.scheduling)
 
     def sample(self, seconds: float) -> Sample:
         if self.source == DEVICE_PROFILING:

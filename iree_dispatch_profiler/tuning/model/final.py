@@ -151,10 +151,10 @@ def time_scheduling(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     """The result with the whole call of what it ships (IREE's default where it ships
     nothing) timed under SCHED_BATCH against the default scheduling, interleaved: a lever of
     the runtime that no compile flag reaches (process.BATCH says why)."""
-    shipped = result.answer and result.outputs_ok and tuner.s.paths.answer_build.is_file()
-    vmfb = tuner.s.paths.answer_build if shipped else tuner.iree_default.vmfb
     if tuner.runner not in (None, process.run) or not process.can_schedule(process.BATCH):
         return result
+    shipped = result.answer and result.outputs_ok and tuner.s.paths.answer_build.is_file()
+    vmfb = tuner.s.paths.answer_build if shipped else tuner.iree_default.vmfb
     benches = {policy: tuner.timers.benchmark(vmfb, tuner.function, tuner.device,
                                               tuner.inputs[tuner.function].flags,
                                               flags=tuner.run_flags, timeout=tuner.s.run_timeout,
