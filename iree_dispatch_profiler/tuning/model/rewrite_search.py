@@ -1,11 +1,13 @@
 """Phase 1a: the source rewrites (iree.rewrites) that apply to the model, each compiled,
-verified and timed on the whole model against IREE's default in one interleaved session. The
-fastest whose interval clears it is adopted: its module (X_source.mlir) is what every later
-build compiles and what the answer ships, and what the flags and the spec are measured against
-(X_rewrites.csv, read back to resume)."""
+verified and timed on the whole model against IREE's default in one interleaved session, and
+under the flag sets it names (Rewrite.under) against the model's own source under them. The
+fastest whose interval clears its reference (and faster than IREE's default) is adopted: its
+module (X_source.mlir) is what every later build compiles and what the answer ships, and what
+the flags and the spec are measured against (X_rewrites.csv, read back to resume)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import UserError
@@ -13,9 +15,11 @@ from iree_dispatch_profiler.iree import rewrites
 from iree_dispatch_profiler.tuning.engine import DEFAULT
 from iree_dispatch_profiler.tuning.model import flag_search
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner
-from iree_dispatch_profiler.tuning.records import OK, read_table, write_table
+from iree_dispatch_profiler.tuning import flags as module_flags
+from iree_dispatch_profiler.tuning.records import COMPILE_FAILED, OK, read_table, write_table
 
-COLUMNS = ["name", "ops", "status", "reason", "max_abs_err", "median_ms", "ci_low_ms",
+# under: the flag set both sides were compiled with ("": IREE's default flags)
+COLUMNS = ["name", "under", "ops", "status", "reason", "max_abs_err", "median_ms", "ci_low_ms",
            "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "chosen", "why"]
 
 
@@ -37,11 +41,14 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
         shown = (f"{float(row['speedup']):.2f}x [{float(row['speedup_ci_low']):.2f}, "
                  f"{float(row['speedup_ci_high']):.2f}]" if row["status"] == OK
                  else f"{row['status']}: {row['reason']}")
-        log(f"  rewrite {row['name']} ({row['ops']} op(s)): {shown}"
+        under = (f" under {row['under']}, against the model's own source under it"
+                 if row["under"] else "")
+        log(f"  rewrite {row['name']} ({row['ops']} op(s)){under}: {shown}"
             + ("  <- adopted" if row["chosen"] == "yes" else ""))
     chosen = next((r["name"] for r in rows if r["chosen"] == "yes"), None)
     if chosen is None or chosen not in applies:
-        log("Source: the model's own (no rewrite is significantly faster than IREE's default)")
+        log("Source: the model's own (no rewrite is significantly faster than IREE's default, "
+            "and than the model's own source under the flags it was measured under)")
         return roots
     why, text, _ = applies[chosen]
     write_atomically(s.paths.rewritten_source, text)
@@ -75,15 +82,52 @@ def candidates(source: str) -> dict[str, tuple[str, str, int]]:
     return found
 
 
+def under(name: str) -> list[str]:
+    """The flag sets a rewrite (or rewrites joined: `a+b`) is also measured under."""
+    by_name = {r.name: r for r in rewrites.REWRITES}
+    return sorted({f for part in name.split("+") if part in by_name for f in by_name[part].under})
+
+
 def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
-    """A row per rewrite that applies (COLUMNS); the fastest significantly faster than IREE's
-    default marked chosen."""
+    """A row per rewrite that applies (COLUMNS) against IREE's default, and one per flag set it
+    names against the model's own source under that set; of those significantly faster than
+    their reference (and, under flags, with a median below IREE's default's) the one of the
+    lowest median marked chosen."""
     tuner.log(f"Source rewrites: {len(applies)} on the whole model against IREE's default")
-    rows = [({"name": name, "ops": count, "why": why, "chosen": "no"},
-             tuner.build_surveyed(f"model_{name}", [], text)[0])
-            for name, (why, text, count) in applies.items()]
-    rows = flag_search.verify_and_time(tuner, rows, "rewrites")
-    faster = flag_search.faster_rows(rows)
-    if faster:
-        max(faster, key=lambda r: r["speedup"])["chosen"] = "yes"
+    rows = flag_search.verify_and_time(tuner, [
+        ({"name": name, "under": "", "ops": count, "why": why, "chosen": "no"},
+         tuner.build_surveyed(f"model_{name}", [], text)[0])
+        for name, (why, text, count) in applies.items()], "rewrites")
+    by_name = {f.name: f for f in module_flags.CURATED}
+    for flag_name in sorted({f for name in applies for f in under(name)}):
+        flag_set = by_name[flag_name]
+        paired = [({"name": name, "under": flag_name, "ops": count, "why": why, "chosen": "no"},
+                   tuner.build(f"model_{name}+{flag_name}", text, flag_set.args))
+                  for name, (why, text, count) in applies.items() if flag_name in under(name)]
+        own = tuner.build(f"model_own+{flag_name}", None, flag_set.args)
+        if own.reason:  # nothing to measure them against
+            for row, _ in paired:
+                row.update(status=COMPILE_FAILED, reason=f"the model's own source under "
+                           f"{flag_name} does not compile: {own.reason}")
+            rows += [row for row, _ in paired]
+            continue
+        default, tuner.default = tuner.default, dataclasses.replace(own, name=DEFAULT)
+        try:
+            rows += flag_search.verify_and_time(tuner, paired, "rewrites")
+        finally:
+            tuner.default = default
+    mark_chosen(rows)
     return rows
+
+
+def mark_chosen(rows: list[dict]) -> None:
+    """Of the rows significantly faster than their reference, and under flags also with a
+    median below IREE's default's (from the session against it), the one of the lowest median
+    marked chosen: a rewrite under flags that beats the model's own source under them only
+    because those flags slow the model is not adopted."""
+    default_ms = next((float(r["median_ms"]) * float(r["speedup"])
+                       for r in flag_search.timed_rows(rows) if not r["under"]), math.inf)
+    faster = [r for r in flag_search.faster_rows(rows)
+              if not r["under"] or float(r["median_ms"]) < default_ms]
+    if faster:
+        min(faster, key=lambda r: float(r["median_ms"]))["chosen"] = "yes"
