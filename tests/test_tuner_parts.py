@@ -594,6 +594,11 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
     assert "no FLOP count (linalg.pack)" in lines[3]
     assert lines[-1].startswith("  the call beyond its dispatches 1.5000 ms 30.0% (whole call 5.000 ms")
     assert verdict.time_goes_lines(dispatches, dataclasses.replace(result, times={}), None) == []
+    # a whole call timed below its dispatches' sum (other processes): no negative remainder
+    quick = dataclasses.replace(result, times={"tuned": (Estimate(3.5, 3.4, 3.6, 0.01, 10), 3.0)})
+    assert verdict.time_goes_lines(dispatches, quick, None)[-1] == (
+        "  the call beyond its dispatches: none measured (whole call 3.000 ms, below its "
+        "dispatches' 3.500 ms, timed in other processes)")
 
 
 def test_the_runtime_line_says_to_run_under_sched_batch_only_where_it_was_faster():
