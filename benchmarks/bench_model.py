@@ -68,13 +68,13 @@ SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by 
                     "Model: ", "Model times", "IREE data tiling + ukernels does not", "target ",
                     "Answer: ")
 TIME_GOES = "Where the answer's call goes"
+TUNED = "tuned (flags + spec)"
 BUILDS = {"IREE default": "default.vmfb", "IREE data tiling": "model_data_tiling.vmfb",
-          "tuned (flags + spec)": "model_tuned.vmfb"}
+          TUNED: "model_tuned.vmfb"}
 TORCH = "PyTorch eager"
 # Each side also under SCHED_BATCH (process.BATCH says why IREE's call can gain), and compared
 # at its better policy: like the BLAS anchor, PyTorch at its best too.
 BATCHED = " | SCHED_BATCH"
-TUNED = "tuned (flags + spec)"
 
 
 # glibc's malloc: M_TRIM_THRESHOLD, M_MMAP_THRESHOLD (malloc.h)

@@ -58,6 +58,11 @@ def _ints(attribute) -> list[int]:
     return [int(v) for v in ir.DenseIntElementsAttr(attribute)]
 
 
+def _window(op, attribute: str) -> list[int]:
+    """A convolution's strides or dilations (1, 1 where the op leaves them out)."""
+    return _ints(op.attributes[attribute]) if attribute in op.attributes else [1, 1]
+
+
 def _takes(name: str):
     """A check of an op: whether it is a static, floating-point `name` op of at most MAX_TAPS
     taps."""
@@ -81,8 +86,7 @@ def _tap_slices(op) -> list:
 
     x, k, _ = op.operands
     x_type, out_type = ir.RankedTensorType(x.type), ir.RankedTensorType(op.results[0].type)
-    strides = _ints(op.attributes["strides"]) if "strides" in op.attributes else [1, 1]
-    dilations = _ints(op.attributes["dilations"]) if "dilations" in op.attributes else [1, 1]
+    strides, dilations = _window(op, "strides"), _window(op, "dilations")
     lead = x_type.shape[:-2]  # batch, (groups,) channels
     sizes = [*lead, *out_type.shape[-2:]]
     kh_count, kw_count = ir.RankedTensorType(k.type).shape[-2:]
@@ -197,8 +201,7 @@ def _winograd_takes(op) -> bool:
     kernel = types[1].shape[-2:] if op.name == WINOGRAD_CONVS[0] else types[1].shape[:2]
     return (all(t.has_static_shape and isinstance(t.element_type, ir.F32Type) for t in types)
             and kernel == [3, 3]
-            and all(_ints(op.attributes[a]) == [1, 1]
-                    for a in ("strides", "dilations") if a in op.attributes))
+            and _window(op, "strides") == _window(op, "dilations") == [1, 1])
 
 
 def _conv_from_zero(op):

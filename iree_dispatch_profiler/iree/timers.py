@@ -33,7 +33,7 @@ class Timers:
                   scheduling: str = "") -> Timer:
         """`whole_call`: time the invocation rather than its dispatches; `per_dispatch`: the
         benchmark must give each dispatch's time (`rows`), which only the dispatch sources do;
-        `scheduling`: the CPU scheduling policy it runs under (process.SCHEDULING)."""
+        `scheduling`: the CPU scheduling policy it runs under (process.POLICIES)."""
         if (self.source == resident.RESIDENT and not per_dispatch and not scheduling
                 and self.resident_can_time(flags)):
             return resident.ResidentBenchmark(self.resident(), vmfb, function, device,

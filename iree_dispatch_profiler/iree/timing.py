@@ -72,7 +72,7 @@ class Benchmark:
     rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
     invocations: list[float] = field(default_factory=list)  # the whole call's ms, per sample
     runs_per_call: dict[str, int] = field(default_factory=dict)  # device profiling, per dispatch
-    scheduling: str = ""  # the CPU scheduling policy (process.SCHEDULING) it runs under, here
+    scheduling: str = ""  # the CPU scheduling policy (process.POLICIES) it runs under, here
 
     def __post_init__(self) -> None:
         # The profile is read here: a remote worker's file is out of reach.

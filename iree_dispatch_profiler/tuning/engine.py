@@ -11,7 +11,7 @@ import shlex
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -431,10 +431,11 @@ class Tuner:
         return OK, "", check
 
     def time(self, builds: list[Build], function: str, seconds: float,
-             decide: bool = False) -> dict:
-        """Interleaved rounds of the default and `builds`: name -> Outcome (with `decide`,
-        until the choice among them is clear: Protocol.decide)."""
-        timers = {b.name: self.benchmark(b, function) for b in [self.default, *builds]}
+             decide: bool = False, reference: Build | None = None) -> dict:
+        """Interleaved rounds of the default (or `reference`, in its place) and `builds`: name
+        -> Outcome (with `decide`, until the choice among them is clear: Protocol.decide)."""
+        baseline = self.default if reference is None else replace(reference, name=DEFAULT)
+        timers = {b.name: self.benchmark(b, function) for b in [baseline, *builds]}
         measured = measure([Candidate(name, t.sample) for name, t in timers.items()], DEFAULT,
                            Protocol(time_budget=seconds, decide=decide))
         self.sources.update({name: t.source for name, t in timers.items()})

@@ -159,7 +159,7 @@ def time_scheduling(tuner: ModelTuner, result: ModelResult) -> ModelResult:
                                               tuner.inputs[tuner.function].flags,
                                               flags=tuner.run_flags, timeout=tuner.s.run_timeout,
                                               whole_call=True, scheduling=policy)
-               for policy in process.SCHEDULING}
+               for policy in process.POLICIES}
     start = time.perf_counter()
     measured = measure([Candidate(policy or DEFAULT, b.sample) for policy, b in benches.items()],
                        DEFAULT, Protocol(time_budget=tuner.s.confirm_seconds))

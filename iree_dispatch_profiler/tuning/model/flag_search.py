@@ -176,10 +176,12 @@ def measure_round(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
     return verify_and_time(tuner, rows, "flags"), built
 
 
-def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: str) -> list[dict]:
+def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: str,
+                    reference: Build | None = None) -> list[dict]:
     """Each row with its build's status and reason: its outputs verified against IREE's
-    default's, and the builds that agree timed against the tuner's default in one interleaved
-    session (each row gains its median ms and speedup with their intervals)."""
+    default's, and the builds that agree timed against the tuner's default (or `reference`)
+    in one interleaved session (each row gains its median ms and speedup with their
+    intervals)."""
     timed = []
     for row, build in rows:
         row["status"], row["reason"] = COMPILE_FAILED, build.reason
@@ -189,8 +191,8 @@ def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: st
             if row["status"] == OK:
                 timed.append(build)
     start = time.perf_counter()
-    outcomes = (tuner.time(timed, tuner.function, tuner.s.confirm_seconds, decide=True)
-                if timed else {})
+    outcomes = (tuner.time(timed, tuner.function, tuner.s.confirm_seconds, decide=True,
+                           reference=reference) if timed else {})
     tuner.log.phase(phase, time.perf_counter() - start)
     for row, build in rows:
         outcome = outcomes.get(build.name)

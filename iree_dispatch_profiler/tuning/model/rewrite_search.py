@@ -99,11 +99,12 @@ def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
          tuner.build_surveyed(f"model_{name}", [], text)[0])
         for name, (why, text, count) in applies.items()], "rewrites")
     by_name = {f.name: f for f in module_flags.CURATED}
-    for flag_name in sorted({f for name in applies for f in under(name)}):
+    unders = {name: under(name) for name in applies}
+    for flag_name in sorted({f for names in unders.values() for f in names}):
         flag_set = by_name[flag_name]
         paired = [({"name": name, "under": flag_name, "ops": count, "why": why, "chosen": "no"},
                    tuner.build(f"model_{name}+{flag_name}", text, flag_set.args))
-                  for name, (why, text, count) in applies.items() if flag_name in under(name)]
+                  for name, (why, text, count) in applies.items() if flag_name in unders[name]]
         own = tuner.build(f"model_own+{flag_name}", None, flag_set.args)
         if own.reason:  # nothing to measure them against
             for row, _ in paired:
@@ -111,11 +112,7 @@ def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
                            f"{flag_name} does not compile: {own.reason}")
             rows += [row for row, _ in paired]
             continue
-        default, tuner.default = tuner.default, dataclasses.replace(own, name=DEFAULT)
-        try:
-            rows += flag_search.verify_and_time(tuner, paired, "rewrites")
-        finally:
-            tuner.default = default
+        rows += flag_search.verify_and_time(tuner, paired, "rewrites", reference=own)
     mark_chosen(rows)
     return rows
 

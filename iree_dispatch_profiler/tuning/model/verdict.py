@@ -149,7 +149,7 @@ def source_lines(result: ModelResult) -> list[str]:
 def verdict_lines(result: ModelResult) -> list[str]:
     return [*source_lines(result), outputs_line(result), model_line(result),
             *([times_line(result)] if result.times else []), *comparison_lines(result),
-            *([scheduling_line(result)] if scheduling_line(result) else [])]
+            *filter(None, [scheduling_line(result)])]
 
 
 def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int],
@@ -287,8 +287,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
         log(times_line(result))
     for line in comparison_lines(result):
         log(f"({line})")
-    if scheduling_line(result):
-        log(scheduling_line(result))
+    for line in filter(None, [scheduling_line(result)]):
+        log(line)
     if shipped:
         write_compile_script(tuner, result, script)
     log(answer_line(result, script))
