@@ -122,6 +122,72 @@ def test_winograd_takes_3x3_stride_1_f32_convs_and_adds_their_accumulator_after(
     assert rewrites.winograd(untouched) == (untouched, 0)
 
 
+def attention(rows: int = 256, compare: str = "sge, %q_i, %k_i", kept: str = "%zero",
+              masked: str = "%ninf", mask_from: str = "generic") -> str:
+    """A function of Q, K, V (2 heads of `rows` x 16) into an attention as iree-turbine
+    exports PyTorch's causal SDPA: its mask a generic over (batch, head, query, key) that
+    selects on `compare` of the indices (kept if true, masked if not), collapsed to the heads
+    (mask_from "argument": the mask is the function's fourth argument)."""
+    t = f"tensor<2x{rows}x16xf32>"
+    m = f"tensor<2x{rows}x{rows}xf32>"
+    maps = ", ".join(f"affine_map<(d0, d1, d2, d3, d4) -> ({r})>" for r in
+                     ("d0, d1, d3", "d0, d4, d3", "d0, d4, d2", "", "d0, d1, d4", "d0, d1, d2"))
+    mask = (f"""  %e4 = tensor.empty() : tensor<1x2x{rows}x{rows}xf32>
+  %mask4 = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      outs(%e4 : tensor<1x2x{rows}x{rows}xf32>) {{
+  ^bb0(%out: f32):
+    %q_i = linalg.index 2 : index
+    %k_i = linalg.index 3 : index
+    %c = arith.cmpi {compare} : index
+    %s = arith.select %c, {kept}, {masked} : f32
+    linalg.yield %s : f32
+  }} -> tensor<1x2x{rows}x{rows}xf32>
+  %mask = tensor.collapse_shape %mask4 [[0, 1], [2], [3]] : tensor<1x2x{rows}x{rows}xf32> into {m}
+""" if mask_from == "generic" else "")
+    argument = f", %mask: {m}" if mask_from == "argument" else ""
+    return f"""func.func @main(%q: {t}, %k: {t}, %v: {t}{argument}) -> {t} {{
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %lowest = arith.constant -3.40282347E+38 : f32
+  %one = arith.constant -1.0 : f32
+  %scale = arith.constant 0.25 : f32
+{mask}  %o = tensor.empty() : {t}
+  %r = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>
+      ins(%q, %k, %v, %scale, %mask : {t}, {t}, {t}, f32, {m}) outs(%o : {t}) {{
+  ^bb0(%score: f32):
+    iree_linalg_ext.yield %score : f32
+  }} -> {t}
+  return %r : {t}
+}}
+"""
+
+
+def test_causal_blocks_takes_attention_under_a_causal_mask_only():
+    """An attention whose mask gives each key after its query no weight (-inf, or the float
+    minimum; the condition either way round) becomes blocks of queries, each against the keys
+    up to its last query; a mask that keeps a later key (or is written transposed), an
+    argument's mask, or too few queries for two blocks are left as they are."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    for causal in (attention(), attention(compare="sle, %k_i, %q_i"),
+                   attention(compare="slt, %q_i, %k_i", kept="%ninf", masked="%zero"),
+                   attention(masked="%lowest"), attention(compare="sgt, %q_i, %k_i")):
+        text, count = rewrites.causal_blocks(causal)
+        assert count == 1
+        assert text.count("iree_linalg_ext.attention") == 2
+        # the first block's 128 queries against the first 128 keys, the second's against all
+        assert "tensor<2x128x16xf32>, f32, tensor<2x128x128xf32>" in text
+        assert "tensor<2x256x16xf32>, f32, tensor<2x128x256xf32>" in text
+        assert "tensor.concat dim(1)" in text
+    for other in (attention(compare="sle, %q_i, %k_i"), attention(compare="sge, %k_i, %q_i"),
+                  attention(masked="%one"), attention(mask_from="argument"),
+                  attention(compare="sge, %q_i, %q_i"), attention(rows=192),
+                  # the generic's indices are its dims; written transposed, the mask is too
+                  attention().replace("-> (d0, d1, d2, d3)>", "-> (d0, d1, d3, d2)>")):
+        assert rewrites.causal_blocks(other) == (other, 0)
+
+
 def filter_global(name: str, value: str) -> str:
     """WINOGRAD's module with its filter the global `name` of initial `value` (a parameter,
     or constants) instead of an argument."""
@@ -173,7 +239,9 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
 
     assert rewrite_search.under("winograd") == ["channels_last"]
     assert rewrite_search.under("depthwise_taps+winograd") == ["channels_last"]
-    assert all(r.under == () for r in rewrites.REWRITES if r.name != "winograd")
+    assert rewrite_search.under("causal_blocks") == ["decompose_attention"]
+    assert all(r.under == () for r in rewrites.REWRITES
+               if r.name not in ("winograd", "causal_blocks"))
 
     def row(under: str, ms: float, speedup: float, low: float) -> dict:
         return {"name": "winograd", "under": under, "status": "ok", "median_ms": ms,
@@ -450,3 +518,36 @@ def test_winograds_module_compiles_to_vector_code_on_every_simd_family(tools, tm
                   if re.search(r"\b(v?mul[ps]s|vfmadd\w*[ps]s|fmul|fmla)\b", line)
                   and re.search(vector, line)]
     assert multiplies, f"no {vector} multiply in the Winograd module's assembly for {cpu}"
+
+
+@pytest.mark.iree
+def test_causal_blocks_compute_numpys_causal_attention(tools, tmp_path):
+    """The causal attention in 4 blocks of queries (512 rows), compiled and run by IREE, gives
+    numpy's softmax(Q K^T scale + causal mask) V; with the mask's condition reversed (the
+    earlier keys masked instead), it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    text, count = rewrites.causal_blocks(attention(rows=512))
+    assert count == 1 and text.count("iree_linalg_ext.attention") == 4
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((2, 512, 16)).astype(np.float32) for _ in range(3))
+    scores = np.einsum("bqd,bkd->bqk", q.astype(np.float64), k) * 0.25
+    scores[:, np.triu_indices(512, 1)[0], np.triu_indices(512, 1)[1]] = -np.inf
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    wanted = np.einsum("bqk,bkd->bqd", weights / weights.sum(-1, keepdims=True), v)
+    inputs = []
+    for i, array in enumerate((q, k, v)):
+        np.save(tmp_path / f"in{i}.npy", array)
+        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    results = {}
+    for label, source in (("blocks", text),
+                          ("reversed", text.replace("arith.cmpi sge", "arith.cmpi sle"))):
+        output = tmp_path / f"{label}.npy"
+        ran = run_module(tools, build(tools, source, tmp_path / label), "main", "local-task",
+                         inputs, [output], 300)
+        assert ran.ok, ran.reason
+        results[label] = agreement(np.load(output), wanted.astype(np.float32))
+    assert results["blocks"].ok, results["blocks"].detail
+    assert not results["reversed"].ok

@@ -481,6 +481,37 @@ def test_joins_go_on_while_a_join_leads():
     assert len(rounds) == 2  # round 2 does not lead: no round 3
 
 
+def test_a_join_that_fails_to_build_gives_the_next_set_of_its_group_a_turn():
+    """Decomposed attention joined with the fastest data tiling alone failed to compile; the
+    next data tiling set's join is measured in its place (and its own failure passes the turn
+    on), where a join that builds leaves the group's other sets alone."""
+    from iree_dispatch_profiler.tuning.flags import CURATED
+    from iree_dispatch_profiler.tuning.model.flag_search import join_rounds
+    speedups = {"decompose_attention": 2.45, "data_tiling_codegen": 1.15, "data_tiling": 1.13,
+                "data_tiling_early": 1.12, "decompose_attention+data_tiling_early": 2.9,
+                "decompose_attention+data_tiling_codegen": 2.5}
+    failing = {"decompose_attention+data_tiling_codegen", "decompose_attention+data_tiling"}
+    rounds = []
+
+    def measure(sets):
+        rounds.append([f.name for f in sets])
+        return [{"name": f.name, "status": "compile-failed" if f.name in failing else "ok",
+                 "speedup": speedups.get(f.name, 1.0),
+                 "speedup_ci_low": speedups.get(f.name, 1.0) * 0.97,
+                 "speedup_ci_high": speedups.get(f.name, 1.0) * 1.02} for f in sets]
+    names = ("decompose_attention", "data_tiling_codegen", "data_tiling", "data_tiling_early")
+    sets = [f for f in CURATED if f.name in names]
+    rows, known = join_rounds(sets, measure)
+    assert rounds[1:] == [["decompose_attention+data_tiling_codegen"],
+                          ["decompose_attention+data_tiling"],
+                          ["decompose_attention+data_tiling_early"]]
+    assert len(rows) == len(known) == 7
+    failing.clear()
+    rounds.clear()
+    join_rounds(sets, measure)
+    assert rounds[1:] == [["decompose_attention+data_tiling_codegen"]]
+
+
 def test_flag_sets_are_searched_for_the_kinds_of_op_they_change():
     """A MobileNet block's dispatch roots are matmul-like generics (its 1x1 convolutions) and a
     depthwise convolution: im2col, which makes the 1x1 ones named matmuls, is searched there;
