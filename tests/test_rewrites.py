@@ -495,29 +495,44 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
     assert vector_multiplies["rewritten"] and not vector_multiplies["named"]
 
 
+def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
+    """A module `rewrite` took, and the flags the tuner ships it with: Winograd's conv with its
+    filter a parameter transformed in an initializer; the causal attention in blocks,
+    decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host)."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.tuning.flags import CURATED, joined
+
+    if rewrite == "winograd":
+        text, count = rewrites.winograd(filter_global(
+            "weights.conv1", '#flow.parameter.named<"model"::"k">'))
+        assert count == 1 and "util.initializer" in text
+        return text, []
+    text, count = rewrites.causal_blocks(attention())
+    assert count == 1
+    (tuned,) = joined("decompose_attention", ["data_tiling_early"], list(CURATED))
+    return text, tuned.args
+
+
 @pytest.mark.iree
+@pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
     ("neoverse-n1", "aarch64-unknown-linux-gnu", r"\.4s")])
-def test_winograds_module_compiles_to_vector_code_on_every_simd_family(tools, tmp_path, cpu,
-                                                                       triple, vector):
-    """The rewritten conv, its filter a parameter transformed in an initializer, cross-compiled
-    for each SIMD family: it compiles, and its code multiplies whole vectors of the family's
-    width (the assembly IREE dumps), not only on the machine the tests run on."""
-    from iree_dispatch_profiler.iree import rewrites
-
-    text, count = rewrites.winograd(filter_global(
-        "weights.conv1", '#flow.parameter.named<"model"::"k">'))
-    assert count == 1 and "util.initializer" in text
+def test_rewritten_modules_compile_to_vector_code_on_every_simd_family(tools, tmp_path, cpu,
+                                                                        triple, vector, rewrite):
+    """A rewritten module (under the flags it ships with), cross-compiled for each SIMD family:
+    it compiles, and its code multiplies whole vectors of the family's width (the assembly
+    IREE dumps), not only on the machine the tests run on."""
+    text, flags = rewritten_module(rewrite)
     dump = tmp_path / "dump"
-    build(tools, text, tmp_path / "winograd", cpu, triple,
-          (f"--iree-hal-dump-executable-intermediates-to={dump}",))
+    build(tools, text, tmp_path / rewrite, cpu, triple,
+          (*flags, f"--iree-hal-dump-executable-intermediates-to={dump}"))
     assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
     multiplies = [line for line in assembly.splitlines()
                   if re.search(r"\b(v?mul[ps]s|vfmadd\w*[ps]s|fmul|fmla)\b", line)
                   and re.search(vector, line)]
-    assert multiplies, f"no {vector} multiply in the Winograd module's assembly for {cpu}"
+    assert multiplies, f"no {vector} multiply in the {rewrite} module's assembly for {cpu}"
 
 
 @pytest.mark.iree

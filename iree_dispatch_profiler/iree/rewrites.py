@@ -423,8 +423,8 @@ def _causal_takes(op) -> bool:
 
     if op.name != ATTENTION or len(op.operands) != 6 or len(op.results) != 1:
         return False
-    q, _, _, scale, mask, out = op.operands
-    if not all(ir.RankedTensorType(v.type).has_static_shape for v in (q, mask, out)):
+    q, k, v, _, mask, out = op.operands
+    if not all(ir.RankedTensorType(t.type).has_static_shape for t in (q, k, v, mask, out)):
         return False
     rank = ir.RankedTensorType(q.type).rank
     maps = [str(ir.AffineMapAttr(m)) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]

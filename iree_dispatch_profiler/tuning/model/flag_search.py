@@ -111,35 +111,36 @@ def join_rounds(sets: list[FlagSet], measure) -> tuple[list[dict], list[FlagSet]
     known = list(sets)
     leader, _ = choose(faster_rows(rows), known)
     for _ in range(JOIN_ROUNDS):
-        joined = module_flags.joined(leader["name"], partners(alone, leader), known) if leader else []
-        if not joined:
+        measured = len(known)
+        if leader:
+            rows, known = measure_joins(leader, alone, rows, known, measure)
+        if len(known) == measured:
             break
-        rows, known = rows + measure(joined), known + joined
-        rows, known = rows_with_next_of_failed(leader, alone, rows, known, measure)
         leader, previous = choose(faster_rows(rows), known)[0], leader
         if leader is previous:  # no join beat it: the next round would join the same sets
             break
     return rows, known
 
 
-def rows_with_next_of_failed(leader: dict, alone: list[dict], rows: list[dict],
-                             known: list[FlagSet], measure) -> tuple[list[dict], list[FlagSet]]:
-    """`rows` and `known` with, for each join of `leader` that failed to build, the join of
-    the next set of that partner's group measured in its place, until one builds or the group
-    has no more: decomposed attention joined with data_tiling_codegen failed to compile (a
-    dispatch's vectors over 32 KiB) where with data_tiling_early it built and was the causal
-    block's fastest."""
+def measure_joins(leader: dict, alone: list[dict], rows: list[dict], known: list[FlagSet],
+                  measure) -> tuple[list[dict], list[FlagSet]]:
+    """`rows` and `known` with the joins of `leader` and its partners measured; where a join
+    fails to build, the join of the next set of that partner's group in its place, until one
+    builds or the group has no more: decomposed attention joined with data_tiling_codegen
+    failed to compile (a dispatch's vectors over 32 KiB) where with data_tiling_early it built
+    and was the causal block's fastest."""
     prefix = f"{leader['name']}+"
+    failed: set[str] = set()
     while True:
-        failed = {r["name"][len(prefix):] for r in rows
-                  if r["name"].startswith(prefix) and r["status"] == COMPILE_FAILED}
         names = {f.name for f in known}
         fresh = [f for f in module_flags.joined(
             leader["name"], [p for p in partners(alone, leader) if p not in failed], known)
             if f.name not in names]
-        if not failed or not fresh:
+        if not fresh:
             return rows, known
-        rows, known = rows + measure(fresh), known + fresh
+        new = measure(fresh)
+        rows, known = rows + new, known + fresh
+        failed |= {r["name"][len(prefix):] for r in new if r["status"] == COMPILE_FAILED}
 
 
 def partners(rows: list[dict], first: dict) -> list[str]:
