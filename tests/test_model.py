@@ -428,6 +428,49 @@ def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path, cpu
         assert result.ok or limits.get(flag_set.name, "@") in failure, f"{flag_set.name}: {failure}"
 
 
+ROW_SUM = """func.func @main(%a: tensor<64x512xf32>) -> tensor<64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<64xf32>) -> tensor<64xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+      iterator_types = ["parallel", "reduction"]} ins(%a : tensor<64x512xf32>)
+      outs(%init : tensor<64xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %s = arith.addf %x, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<64xf32>
+  return %sum : tensor<64xf32>
+}
+"""
+
+
+def test_reassociate_reductions_turns_a_row_sums_scalar_adds_into_vector_adds(tools, tmp_path):
+    """What the set's reason says, in the assembly (cross-compiled for skylake-avx512, so on
+    any host): IREE's default sums a row one element after another (scalar adds); with the set,
+    whole vectors add and the scalar adds are few."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree.launchers import compile_command
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.tuning import flags
+    (reassociate,) = [f for f in flags.CURATED if f.name == "reassociate_reductions"]
+    target = resolve_target(tools, Target(cpu="skylake-avx512"))
+    source = tmp_path / "row_sum.mlir"
+    source.write_text(ROW_SUM)
+    adds = {}
+    for label, args in (("default", []), ("reassociated", reassociate.args)):
+        dump = tmp_path / label
+        result = run(compile_command(tools, target, source, tmp_path / f"{label}.vmfb",
+                                     [*args, f"--iree-hal-dump-executable-intermediates-to={dump}"]),
+                     300)
+        assert result.ok, result.failure("iree-compile", 300)
+        assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
+        adds[label] = {kind: len(re.findall(rf"^\s*{kind}\b", assembly, re.MULTILINE))
+                       for kind in ("vaddss", "vaddps")}
+    assert adds["default"]["vaddss"] > 4 * adds["reassociated"]["vaddss"], adds
+    assert adds["reassociated"]["vaddps"] > 0, adds
+
+
 # A causal LM as users export it: int64 ids [1, 32] into a 96-row embedding table, weights in an
 # .irpa (scope `model`), an attention_mask argument the graph does not use.
 LM = DATA / "tiny_lm_torch.mlir"

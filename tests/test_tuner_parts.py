@@ -455,22 +455,35 @@ def test_joins_go_on_while_a_join_leads():
     """Round 2 joins the leader with its partners; round 3 joins the new leader again, with
     none of its parts' groups; a round whose joins do not lead is the last."""
     from iree_dispatch_profiler.tuning.flags import CURATED
-    from iree_dispatch_profiler.tuning.model.flag_search import join_rounds
+    from iree_dispatch_profiler.tuning.model.flag_search import chained, join_rounds
     speedups = {"decompose_attention": 4.6, "data_tiling_early": 1.02, "O3": 1.05,
                 "decompose_attention+data_tiling_early": 7.5, "decompose_attention+O3": 5.9,
                 "decompose_attention+data_tiling_early+O3": 8.5}
-    rounds = []
+    rounds, against = [], []
 
-    def measure(sets):
+    def measure(sets, leader=None):  # a join is timed against its leader, as measure_flags does
         rounds.append([f.name for f in sets])
-        return [{"name": f.name, "status": "ok", "speedup": speedups.get(f.name, 1.0),
-                 "speedup_ci_low": speedups.get(f.name, 1.0) * 0.97,
-                 "speedup_ci_high": speedups.get(f.name, 1.0) * 1.02} for f in sets]
+        against.append(leader and leader["name"])
+        base = speedups[leader["name"]] if leader else 1.0
+        return chained([{"name": f.name, "status": "ok",
+                         "speedup": speedups.get(f.name, 1.0) / base,
+                         "speedup_ci_low": speedups.get(f.name, 1.0) / base * 0.99,
+                         "speedup_ci_high": speedups.get(f.name, 1.0) / base * 1.01}
+                        for f in sets], leader) if leader else [
+            {"name": f.name, "status": "ok", "speedup": speedups.get(f.name, 1.0),
+             "speedup_ci_low": speedups.get(f.name, 1.0) * 0.97,
+             "speedup_ci_high": speedups.get(f.name, 1.0) * 1.02} for f in sets]
     sets = [f for f in CURATED if f.name in ("decompose_attention", "data_tiling_early", "O3")]
     rows, known = join_rounds(sets, measure)
     assert rounds[1:] == [["decompose_attention+O3", "decompose_attention+data_tiling_early"],
                           ["decompose_attention+data_tiling_early+O3"]]
+    assert against == [None, "decompose_attention", "decompose_attention+data_tiling_early"]
     assert len(rows) == len(known) == 6
+    (top,) = [r for r in rows if r["name"] == "decompose_attention+data_tiling_early+O3"]
+    assert top["speedup"] == pytest.approx(8.5)  # its leader's 7.5x, times 8.5 / 7.5
+    assert top["speedup_ci_low"] == pytest.approx(8.5 * 0.97 * 0.99 * 0.99)  # a bound per link
+    assert top["reason"] == ("timed against decompose_attention+data_tiling_early: 1.133x "
+                             "[1.122, 1.145]")
     speedups["decompose_attention+data_tiling_early+O3"] = 7.0  # round 3 does not lead
     rounds.clear()
     rows, _ = join_rounds(sets, measure)
@@ -493,7 +506,7 @@ def test_a_join_that_fails_to_build_gives_the_next_set_of_its_group_a_turn():
     failing = {"decompose_attention+data_tiling_codegen", "decompose_attention+data_tiling"}
     rounds = []
 
-    def measure(sets):
+    def measure(sets, leader=None):
         rounds.append([f.name for f in sets])
         return [{"name": f.name, "status": "compile-failed" if f.name in failing else "ok",
                  "speedup": speedups.get(f.name, 1.0),
