@@ -85,7 +85,8 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
 
     def measure(round_sets: list[FlagSet], leader: dict | None = None) -> list[dict]:
         reference = built[leader["name"]][0] if leader else None
-        rows, round_built = measure_round(tuner, round_sets, reference)
+        rows, round_built = measure_round(tuner, round_sets, reference,
+                                          f"the flags {leader['name']}" if leader else "")
         built.update(round_built)
         return chained(rows, leader) if leader else rows
 
@@ -195,12 +196,13 @@ def timed_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == OK and "speedup" in r]
 
 
-def measure_round(tuner: ModelTuner, sets: list[FlagSet], reference: Build | None = None
-                  ) -> tuple[list[dict], dict]:
+def measure_round(tuner: ModelTuner, sets: list[FlagSet], reference: Build | None = None,
+                  against: str = "") -> tuple[list[dict], dict]:
     """The sets compiled in parallel, verified, and timed against IREE's default (or
-    `reference`) in one interleaved session."""
+    `reference`, which `against` names) in one interleaved session."""
     log = tuner.log
-    log(f"Module flags: {len(sets)} set(s) on the whole model against {tuner.reference}")
+    log(f"Module flags: {len(sets)} set(s) on the whole model against "
+        f"{against or tuner.reference}")
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=tuner.jobs) as pool:
         built = dict(zip([f.name for f in sets], pool.map(
