@@ -39,7 +39,7 @@ from iree_dispatch_profiler.tuning import strategies
 from iree_dispatch_profiler.tuning.paths import TuningPaths
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, NOT_APPLIED, OK, RUN_FAILED,
                                                    TIMING_FAILED, WRONG, Log, TrialWriter,
-                                                   trial_row)
+                                                   speedup_text, trial_row)
 from iree_dispatch_profiler.store import results
 from iree_dispatch_profiler.tuning.space import (TILE_KNOBS, Point, Space, configuration,
                                                  spec_matchers)
@@ -599,8 +599,7 @@ def search(tuner: Tuner, op, space: Space, earlier: pd.DataFrame, writer: TrialW
                 best, since_best = outcome_row["speedup"], 0
             else:
                 since_best += 1
-            shown = (f"{outcome_row['speedup']:.3f}x [{outcome_row['speedup_ci_low']:.3f}, "
-                     f"{outcome_row['speedup_ci_high']:.3f}]" if ok
+            shown = (speedup_text(outcome_row, 3) if ok
                      else f"{outcome_row['status']}: {outcome_row['reason']}")
             log(f"op {op.index} trial {outcome_row['trial'] + 1}/{limit} {point.name}: "
                 f"{shown}  (best {best:.3f}x)")

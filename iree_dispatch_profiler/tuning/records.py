@@ -110,6 +110,12 @@ def read_table(path: Path, columns: list[str], what: str) -> list[dict]:
     return rows
 
 
+def speedup_text(row: dict, digits: int = 2) -> str:
+    """`1.23x [1.20, 1.26]`: a row's speedup and its bounds (numbers, or text read back)."""
+    return (f"{float(row['speedup']):.{digits}f}x [{float(row['speedup_ci_low']):.{digits}f}, "
+            f"{float(row['speedup_ci_high']):.{digits}f}]")
+
+
 def best_so_far(rows: list[dict]) -> list[float]:
     """The best verified speedup after each trial, in trial order (NaN before the first): the
     progress curve of the PNG and of the HTML report."""

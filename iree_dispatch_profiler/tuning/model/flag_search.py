@@ -22,7 +22,7 @@ from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.model import final, ranking
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, TIMING_FAILED, read_table,
-                                                   write_table)
+                                                   speedup_text, write_table)
 
 @dataclass
 class FlagChoice:
@@ -84,9 +84,8 @@ def measure_flags(tuner: ModelTuner, sets: list[FlagSet]) -> tuple[list[dict], d
     built: dict = {}
 
     def measure(round_sets: list[FlagSet], leader: dict | None = None) -> list[dict]:
-        reference = built[leader["name"]][0] if leader else None
-        rows, round_built = measure_round(tuner, round_sets, reference,
-                                          f"the flags {leader['name']}" if leader else "")
+        rows, round_built = measure_round(
+            tuner, round_sets, (leader["name"], built[leader["name"]][0]) if leader else None)
         built.update(round_built)
         return chained(rows, leader) if leader else rows
 
@@ -153,12 +152,9 @@ def chained(rows: list[dict], leader: dict) -> list[dict]:
     join 3.8% faster by its median ms measured 2.84x [2.80, 2.93] against the default, where
     its leader measured 2.88x)."""
     for row in timed_rows(rows):
-        direct = (row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"])
-        row["reason"] = (f"timed against {leader['name']}: {direct[0]:.3f}x "
-                         f"[{direct[1]:.3f}, {direct[2]:.3f}]")
-        row.update(speedup=leader["speedup"] * direct[0],
-                   speedup_ci_low=leader["speedup_ci_low"] * direct[1],
-                   speedup_ci_high=leader["speedup_ci_high"] * direct[2])
+        row["reason"] = f"timed against {leader['name']}: {speedup_text(row, 3)}"
+        for key in ("speedup", "speedup_ci_low", "speedup_ci_high"):
+            row[key] *= leader[key]
     return rows
 
 
@@ -196,13 +192,13 @@ def timed_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == OK and "speedup" in r]
 
 
-def measure_round(tuner: ModelTuner, sets: list[FlagSet], reference: Build | None = None,
-                  against: str = "") -> tuple[list[dict], dict]:
-    """The sets compiled in parallel, verified, and timed against IREE's default (or
-    `reference`, which `against` names) in one interleaved session."""
+def measure_round(tuner: ModelTuner, sets: list[FlagSet],
+                  reference: tuple[str, Build] | None = None) -> tuple[list[dict], dict]:
+    """The sets compiled in parallel, verified, and timed against IREE's default (or the
+    `reference` set's build) in one interleaved session."""
     log = tuner.log
     log(f"Module flags: {len(sets)} set(s) on the whole model against "
-        f"{against or tuner.reference}")
+        + (f"the flags {reference[0]}" if reference else tuner.reference))
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=tuner.jobs) as pool:
         built = dict(zip([f.name for f in sets], pool.map(
@@ -216,7 +212,7 @@ def measure_round(tuner: ModelTuner, sets: list[FlagSet], reference: Build | Non
             tuner.data_tiling = build
         rows.append(({"name": flag_set.name, "flags": flag_set.flags, "why": flag_set.why,
                       "chosen": "no"}, build))
-    return verify_and_time(tuner, rows, "flags", reference), built
+    return verify_and_time(tuner, rows, "flags", reference[1] if reference else None), built
 
 
 def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: str,
@@ -270,8 +266,7 @@ def print_flags(rows: list[dict], log) -> None:
     width = max([len(row["name"]) for row in rows] + [4])
     for row in rows:
         if row["status"] == OK:
-            shown = (f"{float(row['speedup']):.2f}x [{float(row['speedup_ci_low']):.2f}, "
-                     f"{float(row['speedup_ci_high']):.2f}], {float(row['median_ms']):.3f} ms"
+            shown = (f"{speedup_text(row)}, {float(row['median_ms']):.3f} ms"
                      + (f" ({row['reason']})" if row.get("reason") else ""))
         else:
             shown = f"{row['status']}: {row['reason']}"

@@ -16,7 +16,8 @@ from iree_dispatch_profiler.tuning.engine import DEFAULT
 from iree_dispatch_profiler.tuning.model import flag_search
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner
 from iree_dispatch_profiler.tuning import flags as module_flags
-from iree_dispatch_profiler.tuning.records import COMPILE_FAILED, OK, read_table, write_table
+from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, read_table, speedup_text,
+                                                   write_table)
 
 # under: the flag set both sides were compiled with ("": IREE's default flags)
 COLUMNS = ["name", "under", "ops", "status", "reason", "max_abs_err", "median_ms", "ci_low_ms",
@@ -38,8 +39,7 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
         rows = measure(tuner, applies)
         write_table(path, COLUMNS, rows)
     for row in rows:
-        shown = (f"{float(row['speedup']):.2f}x [{float(row['speedup_ci_low']):.2f}, "
-                 f"{float(row['speedup_ci_high']):.2f}]" if row["status"] == OK
+        shown = (speedup_text(row) if row["status"] == OK
                  else f"{row['status']}: {row['reason']}")
         under = (f" under {row['under']}, against the model's own source under it"
                  if row["under"] else "")
