@@ -444,17 +444,28 @@ ROW_SUM = """func.func @main(%a: tensor<64x512xf32>) -> tensor<64xf32> {
 """
 
 
-def test_reassociate_reductions_turns_a_row_sums_scalar_adds_into_vector_adds(tools, tmp_path):
-    """What the set's reason says, in the assembly (cross-compiled for skylake-avx512, so on
-    any host): IREE's default sums a row one element after another (scalar adds); with the set,
-    whole vectors add and the scalar adds are few."""
+# A SIMD family's scalar and vector float adds in its assembly, and how many times fewer scalar
+# adds the reassociated row sum must have (neoverse-n1: 31 -> 16, its remainder summed in pairs)
+ADDS = {"haswell": (None, r"vaddss", r"vaddps", 4),
+        "skylake-avx512": (None, r"vaddss", r"vaddps", 4),
+        "neoverse-n1": ("aarch64-unknown-linux-gnu", r"fadd\s+s\d+", r"fadd\s+v\d+\.4s", 1.5)}
+
+
+@pytest.mark.parametrize("cpu", list(ADDS))
+def test_reassociate_reductions_turns_a_row_sums_scalar_adds_into_vector_adds(tools, tmp_path,
+                                                                               cpu):
+    """What the set's reason says, in the assembly, cross-compiled for each SIMD family (AVX2,
+    AVX-512, Arm NEON), so on any host: IREE's default sums a row one element after another
+    (scalar adds, no vector add); with the set, whole vectors add and the scalar adds are
+    fewer."""
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree.launchers import compile_command
     from iree_dispatch_profiler.iree.process import run
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.tuning import flags
+    triple, scalar, vector, fewer = ADDS[cpu]
     (reassociate,) = [f for f in flags.CURATED if f.name == "reassociate_reductions"]
-    target = resolve_target(tools, Target(cpu="skylake-avx512"))
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     source = tmp_path / "row_sum.mlir"
     source.write_text(ROW_SUM)
     adds = {}
@@ -465,10 +476,10 @@ def test_reassociate_reductions_turns_a_row_sums_scalar_adds_into_vector_adds(to
                      300)
         assert result.ok, result.failure("iree-compile", 300)
         assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
-        adds[label] = {kind: len(re.findall(rf"^\s*{kind}\b", assembly, re.MULTILINE))
-                       for kind in ("vaddss", "vaddps")}
-    assert adds["default"]["vaddss"] > 4 * adds["reassociated"]["vaddss"], adds
-    assert adds["reassociated"]["vaddps"] > 0, adds
+        adds[label] = {kind: len(re.findall(rf"^\s*{pattern}\b", assembly, re.MULTILINE))
+                       for kind, pattern in (("scalar", scalar), ("vector", vector))}
+    assert adds["default"]["scalar"] > fewer * adds["reassociated"]["scalar"], adds
+    assert adds["default"]["vector"] == 0 and adds["reassociated"]["vector"] > 0, adds
 
 
 # A causal LM as users export it: int64 ids [1, 32] into a 96-row embedding table, weights in an
