@@ -220,7 +220,7 @@ def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: st
     """Each row with its build's status and reason: its outputs verified against IREE's
     default's, and the builds that agree timed against the tuner's default (or `reference`)
     in one interleaved session (each row gains its median ms and speedup with their
-    intervals)."""
+    intervals, and the reference's median ms)."""
     timed = []
     for row, build in rows:
         row["status"], row["reason"] = COMPILE_FAILED, build.reason
@@ -242,7 +242,7 @@ def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: st
             row["reason"] = outcome.reason or "IREE's default failed to time"
             continue
         row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
-                   ci_high_ms=outcome.runtime.high, speedup=outcome.speedup.median,
+                   ci_high_ms=outcome.runtime.high, reference_ms=outcomes[DEFAULT].runtime.median, speedup=outcome.speedup.median,
                    speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high)
     return [row for row, _ in rows]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import rewrites
@@ -19,9 +20,10 @@ from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, read_table, speedup_text,
                                                    write_table)
 
-# under: the flag set both sides were compiled with ("": IREE's default flags)
+# under: the flag set both sides were compiled with ("": IREE's default flags); default_ms:
+# IREE's default's median in the row's own session
 COLUMNS = ["name", "under", "ops", "status", "reason", "max_abs_err", "median_ms", "ci_low_ms",
-           "ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "chosen", "why"]
+           "ci_high_ms", "default_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "chosen", "why"]
 
 
 def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
@@ -41,8 +43,12 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
     for row in rows:
         shown = (speedup_text(row) if row["status"] == OK
                  else f"{row['status']}: {row['reason']}")
-        under = (f" under {row['under']}, against the model's own source under it"
-                 if row["under"] else "")
+        under = ""
+        if row["under"]:
+            under = f" under {row['under']}, against the model's own source under it"
+            if row["status"] == OK:
+                shown += (f", {float(row['median_ms']):.3f} ms (IREE's default beside it "
+                          f"{float(row['default_ms']):.3f} ms)")
         log(f"  rewrite {row['name']} ({row['ops']} op(s)){under}: {shown}"
             + ("  <- adopted" if row["chosen"] == "yes" else ""))
     chosen = next((r["name"] for r in rows if r["chosen"] == "yes"), None)
@@ -90,14 +96,16 @@ def under(name: str) -> list[str]:
 
 def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
     """A row per rewrite that applies (COLUMNS) against IREE's default, and one per flag set it
-    names against the model's own source under that set; of those significantly faster than
-    their reference (and, under flags, with a median below IREE's default's) the one of the
-    lowest median marked chosen."""
+    names against the model's own source under that set, with IREE's default in the same
+    session; of those significantly faster than their reference (and, under flags, with a
+    median below IREE's default's) the one of the lowest median marked chosen."""
     tuner.log(f"Source rewrites: {len(applies)} on the whole model against IREE's default")
     rows = flag_search.verify_and_time(tuner, [
         ({"name": name, "under": "", "ops": count, "why": why, "chosen": "no"},
          tuner.build_surveyed(f"model_{name}", [], text)[0])
         for name, (why, text, count) in applies.items()], "rewrites")
+    for row in flag_search.timed_rows(rows):
+        row["default_ms"] = row["reference_ms"]
     by_name = {f.name: f for f in module_flags.CURATED}
     unders = {name: under(name) for name in applies}
     for flag_name in sorted({f for names in unders.values() for f in names}):
@@ -112,19 +120,23 @@ def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
                            f"{flag_name} does not compile: {own.reason}")
             rows += [row for row, _ in paired]
             continue
-        rows += flag_search.verify_and_time(tuner, paired, "rewrites", reference=own)
+        default = {"name": DEFAULT}  # timed beside them: a median from another session
+        flag_search.verify_and_time(  # is not one to compare with on a noisy machine
+            tuner, [*paired, (default, dataclasses.replace(tuner.default, name="iree_default"))],
+            "rewrites", reference=own)
+        for row, _ in paired:
+            row["default_ms"] = default.get("median_ms", math.nan)
+        rows += [row for row, _ in paired]
     mark_chosen(rows)
     return rows
 
 
 def mark_chosen(rows: list[dict]) -> None:
     """Of the rows significantly faster than their reference, and under flags also with a
-    median below IREE's default's (from the session against it), the one of the lowest median
-    marked chosen: a rewrite under flags that beats the model's own source under them only
-    because those flags slow the model is not adopted."""
-    default_ms = next((float(r["median_ms"]) * float(r["speedup"])
-                       for r in flag_search.timed_rows(rows) if not r["under"]), math.inf)
-    faster = [r for r in flag_search.faster_rows(rows)
-              if not r["under"] or float(r["median_ms"]) < default_ms]
+    median below IREE's default's in the same session by the minimum effect, the one of the
+    lowest median marked chosen: a rewrite under flags that beats the model's own source under
+    them only because those flags slow the model is not adopted."""
+    faster = [r for r in flag_search.faster_rows(rows) if not r["under"]
+              or float(r["median_ms"]) * (1 + stats.MIN_EFFECT) < float(r["default_ms"])]
     if faster:
         min(faster, key=lambda r: float(r["median_ms"]))["chosen"] = "yes"
