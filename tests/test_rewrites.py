@@ -577,3 +577,144 @@ def test_causal_blocks_compute_numpys_causal_attention(tools, tmp_path):
         results[label] = agreement(np.load(output), wanted.astype(np.float32))
     assert results["blocks"].ok, results["blocks"].detail
     assert not results["reversed"].ok
+
+
+def adaptive_pool(n: int = 2, c: int = 8, h: int = 5, w: int = 7, bound: int | None = None,
+                  low: int = 0, combine: str = "arith.addf") -> str:
+    """PyTorch's adaptive_avg_pool2d to 1x1 (or adaptive max pool: `combine` arith.maximumf,
+    no division) as torch-mlir lowers it: a padded copy of the input, and a generic over the
+    window (an empty i1 tensor) that gathers each element with tensor.extract under guards
+    against the input's extent (`bound`: another one), counting the window beside."""
+    bound = (h, w) if bound is None else (bound, bound)
+    padded = f"tensor<{n}x{c}x{h + 1 + low}x{w + 1 + low}xf32>"
+    index0 = "%i0 = linalg.index 0 : index" if n > 1 else "%i0 = arith.constant 0 : index"
+    average = combine == "arith.addf"
+    out = f"tensor<{n}x{c}x1x1xf32>"
+    divided = f"""
+  %mean = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d2, d3)>,
+      affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%pool#1 : tensor<1x1xf32>) outs(%pool#0 : {out}) {{
+  ^bb0(%in: f32, %o: f32):
+    %d = arith.divf %o, %in : f32
+    linalg.yield %d : f32
+  }} -> {out}
+  return %mean : {out}""" if average else f"\n  return %pool#0 : {out}"
+    start = "0.0" if average else "-3.40282347E+38"
+    return f"""func.func @main(%x: tensor<{n}x{c}x{h}x{w}xf32>) -> {out} {{
+  %zero = arith.constant 0.0 : f32
+  %start = arith.constant {start} : f32
+  %count = arith.constant {float(h * w)} : f32
+  %hb = arith.constant {bound[0]} : index
+  %wb = arith.constant {bound[1]} : index
+  %padded = tensor.pad %x low[0, 0, {low}, {low}] high[0, 0, 1, 1] {{
+  ^bb0(%a: index, %b: index, %e: index, %f: index):
+    tensor.yield %zero : f32
+  }} : tensor<{n}x{c}x{h}x{w}xf32> to {padded}
+  %window = tensor.empty() : tensor<{h}x{w}xi1>
+  %e0 = tensor.empty() : {out}
+  %init = linalg.fill ins(%start : f32) outs(%e0 : {out}) -> {out}
+  %e1 = tensor.empty() : tensor<1x1xf32>
+  %pool:2 = linalg.generic {{indexing_maps = [
+      affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>,
+      affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>,
+      affine_map<(d0, d1, d2, d3, d4, d5) -> (d2, d3)>],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}}
+      ins(%window : tensor<{h}x{w}xi1>) outs(%init, %e1 : {out}, tensor<1x1xf32>) {{
+  ^bb0(%in: i1, %o: f32, %k: f32):
+    {index0}
+    %i1 = linalg.index 1 : index
+    %i4 = linalg.index 4 : index
+    %i5 = linalg.index 5 : index
+    %v = tensor.extract %padded[%i0, %i1, %i4, %i5] : {padded}
+    %ch = arith.cmpi ult, %i4, %hb : index
+    %s0 = arith.select %ch, %v, %zero : f32
+    %cw = arith.cmpi ult, %i5, %wb : index
+    %s1 = arith.select %cw, %s0, %zero : f32
+    %t = {combine} %s1, %o : f32
+    linalg.yield %t, %count : f32, f32
+  }} -> ({out}, tensor<1x1xf32>){divided}
+}}
+"""
+
+
+def test_global_pool_takes_torch_mlirs_global_pooling_only():
+    """The adaptive pool to 1x1 (average or max, batch 1 or 2) is rewritten to read its input
+    in place, with no gather left; a guard that masks part of the window, a pad before the
+    input, a window that is not the whole input, a second result that is not a constant
+    count, or loops other than torch-mlir's leave it alone."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    for text in (adaptive_pool(), adaptive_pool(n=1), adaptive_pool(combine="arith.maximumf")):
+        rewritten, count = rewrites.global_pool(text)
+        assert count == 1 and "tensor.extract" not in rewritten
+        assert "affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4, d5)>" in rewritten
+    for text in (adaptive_pool(bound=4), adaptive_pool(low=1),
+                 adaptive_pool().replace("tensor<5x7xi1>", "tensor<5x6xi1>"),
+                 adaptive_pool().replace("linalg.yield %t, %count", "linalg.yield %t, %k"),
+                 adaptive_pool().replace("linalg.yield %t, %count",
+                                         "%c = arith.constant 1.0 : f32\n    linalg.yield %t, %c"),
+                 adaptive_pool(w=5).replace("-> (d4, d5)>", "-> (d5, d4)>")):
+        assert rewrites.global_pool(text) == (text, 0)
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("combine", ["arith.addf", "arith.maximumf"])
+def test_the_rewritten_global_pool_computes_numpys_numbers(tools, tmp_path, combine):
+    """IREE runs the rewritten pool to numpy's mean (max) over each channel's plane; with its
+    combine turned around (a difference, a min), it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    x = np.random.default_rng(0).standard_normal((2, 8, 5, 7)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    wanted = (x.mean if combine == "arith.addf" else x.max)(axis=(2, 3), keepdims=True)
+    text, count = rewrites.global_pool(adaptive_pool(combine=combine))
+    assert count == 1
+    wrong = text.replace(combine, {"arith.addf": "arith.subf",
+                                   "arith.maximumf": "arith.minimumf"}[combine])
+    results = {}
+    for name, source in (("rewritten", text), ("wrong", wrong)):
+        output = tmp_path / f"{name}.npy"
+        ran = run_module(tools, build(tools, source, tmp_path / name), "main", "local-task",
+                         [f"@{tmp_path / 'x.npy'}"], [output], 300)
+        assert ran.ok, ran.reason
+        results[name] = agreement(np.load(output), wanted)
+    assert results["rewritten"].ok, results["rewritten"].detail
+    assert not results["wrong"].ok
+
+
+@pytest.mark.iree
+def test_a_classifiers_adaptive_pool_is_rewritten_and_computes_the_models_numbers(tools, tmp_path):
+    """A CNN classifier exported from PyTorch (tests/data/classifier_torch.mlir: batch norm,
+    max pool, hardswish, adaptive average pool to 1x1, Linear, softmax), lowered as the tuner
+    lowers it: global_pool takes its pool, the gather is gone, and IREE runs the rewritten
+    module to the model's own outputs."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import modules, rewrites
+    from iree_dispatch_profiler.iree.launchers import lower, run_module
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    target = resolve_target(tools, Target(cpu="host"))
+    path = lower(tools, target, DATA_DIR / "classifier_torch.mlir", tmp_path, 300)
+    lowered = path.read_text()
+    assert "tensor.extract" in lowered
+    text, count = rewrites.global_pool(lowered)
+    assert count == 1 and "tensor.extract" not in text
+    rng = np.random.default_rng(0)
+    (signature,) = [s for s in modules.signatures(path) if s.name == "main"]
+    inputs = []
+    for i, shape in enumerate(t.shape for t in signature.arguments):
+        array = rng.uniform(0.5, 1.5, shape).astype(np.float32)  # variances stay positive
+        np.save(tmp_path / f"in{i}.npy", array)
+        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    outputs = {}
+    for name, source in (("model", lowered), ("rewritten", text)):
+        outputs[name] = tmp_path / f"{name}.npy"
+        ran = run_module(tools, build(tools, source, tmp_path / name), "main", "local-task",
+                         inputs, [outputs[name]], 300)
+        assert ran.ok, ran.reason
+    check = agreement(np.load(outputs["rewritten"]), np.load(outputs["model"]))
+    assert check.ok, check.detail

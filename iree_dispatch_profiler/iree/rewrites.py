@@ -28,7 +28,15 @@ transform in every call). ResNet-18's 128-channel 28x28 conv on a Zen 4: 1.06-1.
 The fourth cuts causal attention's arithmetic: IREE 3.13 computes every query against every
 key and adds the mask, where a causal mask gives the keys after a query no weight.
 causal_blocks splits the queries into blocks, each against the keys up to its last query only
-(PyTorch's flash attention skips those blocks too): 8 blocks do 56% of the work."""
+(PyTorch's flash attention skips those blocks too): 8 blocks do 56% of the work.
+
+The fifth takes a gather: torch-mlir lowers adaptive pooling (the AdaptiveAvgPool2d((1, 1))
+that ends torchvision's classifiers) to a generic over the window that reads each element of
+a padded copy with tensor.extract, which IREE runs as scalar code. global_pool reads the input
+through its indexing map where the pool is global: in a small CNN classifier exported from
+PyTorch, a pool of 64 x 16 x 16 floats took 96 us, half of the model's dispatch time (Zen 4);
+with it rewritten, the model's dispatches went from 0.264 ms (IREE's default) to 0.081 ms
+under Winograd and channels-last, where without it they took 0.190 ms."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,6 +68,10 @@ MASKED_BELOW = -1e30
 # arith.cmpi's predicates (slt ... uge) as the relation of lhs to rhs
 CMPI = {2: "<", 3: "<=", 4: ">", 5: ">=", 6: "<", 7: "<=", 8: ">", 9: ">="}
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+POOL_COMBINES = ("arith.addf", "arith.maximumf")  # average (summed, then divided) and max
+# torch-mlir's adaptive pool: loops N, C, OH, OW, then the window's KH, KW
+POOL_WINDOW_MAP = "affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>"
+POOL_OUTPUT_MAP = "affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>"
 MAX_TAPS = 49  # 7x7 (ConvNeXt); a larger kernel makes an elementwise op of too many inputs
 
 
@@ -195,7 +207,8 @@ def _grouped_as_im2col(op):
 
 
 def _rewrite(text: str, takes, replacement) -> tuple[str, int]:
-    """`text` with every op `takes` accepts replaced by `replacement(op)`; how many were."""
+    """`text` with every op `takes` accepts replaced by `replacement(op)` (an op, or a value
+    per result); how many were."""
     from iree.compiler import ir
 
     with ir.Context() as context:
@@ -204,7 +217,8 @@ def _rewrite(text: str, takes, replacement) -> tuple[str, int]:
         for op in found:
             with ir.InsertionPoint(op), op.location:
                 new = replacement(op)
-            op.results[0].replace_all_uses_with(new.results[0])
+            for result, fresh in zip(op.results, new if isinstance(new, list) else new.results):
+                result.replace_all_uses_with(fresh)
             op.erase()
         if found:
             module.operation.verify()
@@ -483,6 +497,136 @@ def causal_blocks(text: str) -> tuple[str, int]:
     return _rewrite(text, _causal_takes, _causal_as_blocks)
 
 
+def _window_reads(op):
+    """Of torch-mlir's adaptive pooling (a generic over N, C, OH, OW and its window KH x KW,
+    whose only input is an empty i1 tensor of the window's shape and whose body gathers its
+    element from a padded copy of the input with tensor.extract, guarded by cmpi ult/slt
+    against the input's extent): the unpadded input and how the first result combines, where
+    the pool is global (a 1x1 output whose window is the whole input) so that every guard
+    holds; None otherwise."""
+    from iree.compiler import ir
+
+    if (op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 2
+            or [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
+            != ["#linalg.iterator_type<parallel>"] * 4 + ["#linalg.iterator_type<reduction>"] * 2):
+        return None
+    maps = [str(ir.AffineMapAttr(m)) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if maps[:2] != [POOL_WINDOW_MAP, POOL_OUTPUT_MAP]:
+        return None
+    window, init, _ = op.operands
+    window_type, out_type = ir.RankedTensorType(window.type), ir.RankedTensorType(init.type)
+    if (not isinstance(window_type.element_type, ir.IntegerType) or window_type.rank != 2
+            or isinstance(window.owner, ir.Block) or window.owner.name != "tensor.empty"
+            or not out_type.has_static_shape or out_type.rank != 4 or out_type.shape[2:] != [1, 1]):
+        return None
+    body = list(op.regions[0].blocks[0].operations)
+    block_args = list(op.regions[0].blocks[0].arguments)
+    extracts = [o for o in body if o.name == "tensor.extract"]
+    if len(extracts) != 1 or body[-1].name != "linalg.yield":
+        return None
+    extract = extracts[0]
+    padded = extract.operands[0]
+    if isinstance(padded.owner, ir.Block) or padded.owner.name != "tensor.pad":
+        return None
+    pad = padded.owner
+    source = pad.operands[0]
+    source_type = ir.RankedTensorType(source.type)
+    if (not source_type.has_static_shape or source_type.shape[2:] != window_type.shape
+            or source_type.shape[:2] != out_type.shape[:2]
+            or any(v != 0 for v in _array_ints(pad.attributes["static_low"]))):
+        return None
+
+    def loop_index(value) -> int | None:
+        if isinstance(value.owner, ir.Block) or value.owner.name != "linalg.index":
+            return None
+        return ir.IntegerAttr(value.owner.attributes["dim"]).value
+    indices = [loop_index(v) for v in list(extract.operands)[1:]]
+    if indices[1:] != [1, 4, 5] or indices[0] not in (0, None) or (
+            indices[0] is None and (out_type.shape[0] != 1 or _index_constant(extract.operands[1]) != 0)):
+        return None
+    # the value combined into the first result: the extract through guarding selects
+    total, kept = body[-1].operands[0], extract.results[0]
+    if isinstance(total.owner, ir.Block) or total.owner.name not in POOL_COMBINES:
+        return None
+    combine = total.owner
+    if combine.operands[1] != block_args[1]:
+        return None
+    value = combine.operands[0]
+    while value != kept:
+        if isinstance(value.owner, ir.Block) or value.owner.name != "arith.select":
+            return None
+        condition, chosen = value.owner.operands[0], value.owner.operands[1]
+        if not _guard_holds(condition, loop_index, window_type.shape):
+            return None
+        value = chosen
+    counted = body[-1].operands[1]  # torch-mlir's count of the window: a constant
+    if (isinstance(counted.owner, ir.Block) or counted.owner.name != "arith.constant"
+            or any(o == counted.owner for o in body)):
+        return None
+    return source, combine.name, counted
+
+
+def _guard_holds(condition, loop_index, window: list[int]) -> bool:
+    """Whether `condition` is `index (< or <=) bound` over a window loop that never reaches
+    the bound: true on every iteration."""
+    from iree.compiler import ir
+
+    if isinstance(condition.owner, ir.Block) or condition.owner.name != "arith.cmpi":
+        return False
+    predicate = ir.IntegerAttr(condition.owner.attributes["predicate"]).value
+    loop = loop_index(condition.owner.operands[0])
+    bound = _index_constant(condition.owner.operands[1])
+    if loop not in (4, 5) or bound is None or CMPI.get(predicate) not in ("<", "<="):
+        return False
+    return window[loop - 4] - 1 < bound
+
+
+def _index_constant(value) -> int | None:
+    from iree.compiler import ir
+
+    if isinstance(value.owner, ir.Block) or value.owner.name != "arith.constant":
+        return None
+    attribute = value.owner.attributes["value"]
+    return ir.IntegerAttr(attribute).value if isinstance(attribute, ir.IntegerAttr) else None
+
+
+def _array_ints(attribute) -> list[int]:
+    from iree.compiler import ir
+
+    return list(ir.DenseI64ArrayAttr(attribute))
+
+
+def _pool_takes(op) -> bool:
+    return _window_reads(op) is not None
+
+
+def _pool_in_place(op) -> list:
+    """The same pool reading the unpadded input through its indexing map (n, c, kh, kw), and
+    its count filled in apart: a reduction of one result, which IREE vectorizes (with the
+    count beside it, the pool after a channels-last conv took 52 us for 64 x 256 floats)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg
+
+    source, combine, counted = _window_reads(op)
+    _, init, count_init = op.operands
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+    d = [ir.AffineDimExpr.get(i) for i in range(6)]
+    read = ir.AffineMapAttr.get(ir.AffineMap.get(6, 0, [d[0], d[1], d[4], d[5]]))
+    generic = linalg.GenericOp([init.type], [source], [init], ir.ArrayAttr.get([read, maps[1]]),
+                               op.attributes["iterator_types"])
+    block = generic.regions[0].blocks.append(ir.RankedTensorType(source.type).element_type,
+                                             ir.RankedTensorType(init.type).element_type)
+    with ir.InsertionPoint(block):
+        x, total = block.arguments
+        linalg.YieldOp([arith.addf(x, total) if combine == "arith.addf"
+                        else arith.maximumf(x, total)])
+    return [generic.result, linalg.fill(counted, outs=[count_init])]
+
+
+def global_pool(text: str) -> tuple[str, int]:
+    return _rewrite(text, _pool_takes, _pool_in_place)
+
+
 REWRITES = (
     Rewrite("depthwise_taps", "depthwise convolutions as sums of their kernel taps: one "
             "elementwise op that vectorizes along the width, where IREE runs PyTorch's NCHW "
@@ -503,4 +647,7 @@ REWRITES = (
             "causal mask then gives the later keys no weight", causal_blocks,
             # the tuned transformers decompose their attention; measured there too
             under=("decompose_attention",)),
+    Rewrite("global_pool", "global pooling (PyTorch's adaptive pooling to 1x1) reading its "
+            "input in place: torch-mlir's lowering gathers each element from a padded copy, "
+            "which IREE runs as scalar code", global_pool),
 )

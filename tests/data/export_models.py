@@ -98,6 +98,19 @@ class GroupedBottleneck(torch.nn.Module):
         return f.relu(x + f.conv2d(y, k_expand, b_expand))
 
 
+class Classifier(torch.nn.Module):
+    """A CNN classifier as torchvision's end: conv, batch norm (in inference, not folded),
+    ReLU, max pool, conv, hardswish, adaptive average pool to 1x1, flatten, Linear, softmax."""
+
+    def forward(self, x, k_stem, mean, var, gamma, beta, k_body, b_body, w_head, b_head):
+        f = torch.nn.functional
+        y = f.relu(f.batch_norm(f.conv2d(x, k_stem, stride=2, padding=1), mean, var, gamma,
+                                beta, training=False))
+        y = f.hardswish(f.conv2d(f.max_pool2d(y, 2), k_body, b_body, padding=1))
+        pooled = torch.flatten(f.adaptive_avg_pool2d(y, 1), 1)
+        return torch.softmax(f.linear(pooled, w_head, b_head), -1)
+
+
 class DecodeStep(torch.nn.Module):
     """One token of an LLM's decode against its KV cache (GPT-2 style pre-norm block): the new
     token's hidden state and the cache come in; the block's output and the token's keys and
@@ -212,6 +225,11 @@ def bottleneck_args(c: int, width: int, groups: int, size: int) -> list[tuple[in
             (width,), (c, width, 1, 1), (c,)]
 
 
+def classifier_args(size: int, stem: int, body: int, classes: int) -> list[tuple[int, ...]]:
+    return [(1, 3, size, size), (stem, 3, 3, 3), (stem,), (stem,), (stem,), (stem,),
+            (body, stem, 3, 3), (body,), (classes, body), (classes,)]
+
+
 def decode_args(d: int, heads: int, cached: int, ff: int) -> list[tuple[int, ...]]:
     cache = (1, heads, cached, d // heads)
     return [(1, 1, d), cache, cache, *encoder_args(d, 1, ff)[1:]]
@@ -265,6 +283,7 @@ MODELS = {
     "conv_block": Model(ConvBlock, [(1, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)], HERE),
     "conv_block_batch2": Model(ConvBlock, [(2, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)],
                                HERE),
+    "classifier": Model(Classifier, classifier_args(32, 16, 32, 10), HERE),
     # benchmarks/bench_model.py's: weights as parameters (inputs=N), as deployed models are
     # exported, except the encoder block, kept with its weights as arguments beside its
     # parameter form (bench_store.py and the README's commands use it)
