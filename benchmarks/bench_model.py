@@ -59,6 +59,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                        "56x56, batch 1",
     "resnext_block": "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> 256 channels, "
                      "28x28, batch 1",
+    "cnn_classifier": "CNN classifier: 128x128 RGB, conv 3->32 stride 2, batch norm, max pool, "
+                      "conv 32->128, global average pool, 1000 classes",
     "gpt2_decode": "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                    "12 heads, FFN 3072",
 }

@@ -28,10 +28,14 @@ def parse_args(description: str) -> tuple[argparse.Namespace, Path]:
     return args, args.work_dir or Path(tempfile.mkdtemp(prefix="bench_"))
 
 
+POSITIVE = ("var",)  # parameters drawn positive: a batch norm's running variance (its root)
+
+
 def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, dict]:
     """An .irpa of random f32 weights for the parameters `source` reads (of one scope), each
-    scaled by 1/sqrt(its fan-in) as initializers do; returns (scope, {key: array}) so that
-    PyTorch can be given the same weights."""
+    scaled by 1/sqrt(its fan-in) as initializers do (those named in POSITIVE: their absolute
+    value plus 0.5); returns (scope, {key: array}) so that PyTorch can be given the same
+    weights."""
     from iree_dispatch_profiler.iree import modules
     found = modules.parameters(source)
     if not found:
@@ -45,6 +49,8 @@ def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, d
         shape = tuple(int(d) for d in dims.split("x"))
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
         arrays[key] = (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+        if key.rsplit(".", 1)[-1] in POSITIVE:
+            arrays[key] = np.abs(arrays[key]) + np.float32(0.5)
         index.add_buffer(key, arrays[key])
     archive.parent.mkdir(parents=True, exist_ok=True)
     index.create_archive_file(str(archive))

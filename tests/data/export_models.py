@@ -104,8 +104,10 @@ class Classifier(torch.nn.Module):
 
     def forward(self, x, k_stem, mean, var, gamma, beta, k_body, b_body, w_head, b_head):
         f = torch.nn.functional
-        y = f.relu(f.batch_norm(f.conv2d(x, k_stem, stride=2, padding=1), mean, var, gamma,
-                                beta, training=False))
+        # running statistics are buffers, never trained: detached where Weighted holds them
+        # as parameters (batch_norm refuses statistics that require grad)
+        y = f.relu(f.batch_norm(f.conv2d(x, k_stem, stride=2, padding=1), mean.detach(),
+                                var.detach(), gamma, beta, training=False))
         y = f.hardswish(f.conv2d(f.max_pool2d(y, 2), k_body, b_body, padding=1))
         pooled = torch.flatten(f.adaptive_avg_pool2d(y, 1), 1)
         return torch.softmax(f.linear(pooled, w_head, b_head), -1)
@@ -314,6 +316,9 @@ MODELS = {
     "resnext_block": Model(lambda: GroupedBottleneck(32), bottleneck_args(256, 256, 32, 28),
                            BENCHMARKS, "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> "
                            "256 channels, 28x28, batch 1", inputs=1),
+    "cnn_classifier": Model(Classifier, classifier_args(128, 32, 128, 1000), BENCHMARKS,
+                            "CNN classifier: 128x128 RGB, conv 3->32 stride 2, batch norm, max "
+                            "pool, conv 32->128, global average pool, 1000 classes", inputs=1),
     "gpt2_decode": Model(lambda: DecodeStep(12), decode_args(768, 12, 511, 3072), BENCHMARKS,
                          "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                          "12 heads, FFN 3072", inputs=3),
