@@ -494,6 +494,32 @@ def test_joins_go_on_while_a_join_leads():
     assert len(rounds) == 2  # round 2 does not lead: no round 3
 
 
+def test_a_join_within_the_noise_of_the_set_it_extends_is_not_chosen():
+    """A join whose median tops its leader's but whose interval against it does not clear the
+    minimum effect is not chosen, and leads no further round; one that clears it is."""
+    from iree_dispatch_profiler.tuning.flags import CURATED
+    from iree_dispatch_profiler.tuning.model.flag_search import (chained, choose, faster_rows,
+                                                                  join_rounds)
+    speedups = {"decompose_attention": 4.6, "data_tiling_early": 1.02, "O3": 1.01}
+    rounds = []
+
+    def measure(sets, leader=None):
+        rounds.append([f.name for f in sets])
+        base = speedups[leader["name"]] if leader else 1.0
+        rows = [{"name": f.name, "status": "ok", "speedup": speedups.get(f.name, 1.0) / base,
+                 "speedup_ci_low": speedups.get(f.name, 1.0) / base - 0.01,
+                 "speedup_ci_high": speedups.get(f.name, 1.0) / base + 0.01} for f in sets]
+        return chained(rows, leader) if leader else rows
+    sets = [f for f in CURATED if f.name in ("decompose_attention", "data_tiling_early", "O3")]
+    for join, chosen, count in ((4.65, "decompose_attention", 2),  # 1.011x [1.001, 1.021]
+                                (5.0, "decompose_attention+data_tiling_early", 3)):  # 1.087x
+        speedups["decompose_attention+data_tiling_early"] = join
+        rounds.clear()
+        rows, known = join_rounds(sets, measure)
+        assert choose(faster_rows(rows), known)[0]["name"] == chosen
+        assert len(rounds) == count
+
+
 def test_a_join_that_fails_to_build_gives_the_next_set_of_its_group_a_turn():
     """Decomposed attention joined with the fastest data tiling alone failed to compile; the
     next data tiling set's join is measured in its place (and its own failure passes the turn

@@ -350,6 +350,14 @@ class Inputs:
         return [f"@{p}" for p in self.paths]
 
 
+def require_static(signature: Signature) -> None:
+    """Random inputs need each argument's size: a dynamic one is the user's to give."""
+    for argument in signature.arguments:
+        if not argument.static:
+            raise UserError(f"argument {argument} of {signature.name} has a dynamic shape: give "
+                            "--inputs (one .npy per argument: @a.npy,@b.npy) to set its size")
+
+
 def random_inputs(signature: Signature, seed: int,
                   bounds: dict[int, int] | None = None) -> list[np.ndarray]:
     """numpy.random.rand cast to each argument's type; integers uniform in [-4, 4] (which
@@ -358,10 +366,8 @@ def random_inputs(signature: Signature, seed: int,
     bounds = bounds or {}
     rng = np.random.default_rng(seed)
     arrays = []
+    require_static(signature)
     for i, argument in enumerate(signature.arguments):
-        if not argument.static:
-            raise UserError(f"argument {argument} of {signature.name} has a dynamic shape: give "
-                            "--inputs instead")
         if argument.dtype == np.bool_:
             arrays.append(rng.random(argument.shape) < 0.5)
         elif np.issubdtype(argument.dtype, np.integer):

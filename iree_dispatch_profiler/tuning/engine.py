@@ -367,11 +367,14 @@ class Tuner:
         return self.build(name, text, [], config)
 
     def check_inputs(self, functions: list[str]) -> None:
-        """--inputs against each function they will feed, before anything compiles."""
-        if self.s.inputs is None:
-            return
+        """--inputs against each function they will feed (without them: that random ones can
+        be made), before anything compiles."""
         for function in dict.fromkeys(functions):
-            if function in self.signatures:
+            if function not in self.signatures:
+                continue
+            if self.s.inputs is None:
+                modules.require_static(self.signatures[function])
+            else:
                 modules.given_inputs(self.s.inputs, self.signatures[function])
 
     def prepare_function(self, function: str) -> None:

@@ -111,9 +111,10 @@ CURATED = (
 )
 
 
-def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str]) -> list[FlagSet]:
-    """The sets that can matter for a model whose dispatch roots are of `kinds`."""
-    return [f for f in sets if not f.needs or set(f.needs) & kinds]
+def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str] | None) -> list[FlagSet]:
+    """The sets that can matter for a model whose dispatch roots are of `kinds` (None: not
+    known, every set)."""
+    return [f for f in sets if kinds is None or not f.needs or set(f.needs) & kinds]
 
 
 def joined(name: str, faster: list[str], sets: list[FlagSet]) -> list[FlagSet]:

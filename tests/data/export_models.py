@@ -261,6 +261,7 @@ class Model:
     # with a number: the first `inputs` arguments are the activations and the weights are
     # parameters (`Weighted`); without: every weight is a function argument
     inputs: int | None = None
+    dynamic_batch: bool = False  # the first argument's first dim exported dynamic
 
     def module(self) -> torch.nn.Module:
         if self.inputs is None:
@@ -273,7 +274,13 @@ class Model:
         count = len(self.shapes) if self.inputs is None else self.inputs
         if self.inputs is not None:
             aot.externalize_module_parameters(module)
-        exported = aot.export(module, args=tuple(torch.rand(s) for s in self.shapes[:count]))
+        dynamic = None
+        if self.dynamic_batch:  # as users export a model for any batch
+            names = list(inspect.signature(module.forward).parameters)[:count]
+            dynamic = {n: ({0: torch.export.Dim("batch")} if i == 0 else None)
+                       for i, n in enumerate(names)}
+        exported = aot.export(module, args=tuple(torch.rand(s) for s in self.shapes[:count]),
+                              dynamic_shapes=dynamic)
         path.write_text(str(exported.mlir_module))
         return path
 
@@ -281,6 +288,8 @@ class Model:
 MODELS = {
     # the tests' models
     "mlp": Model(Mlp, [(64, 256), (512, 256), (512,), (256, 512), (256,)], HERE),
+    "mlp_dynamic": Model(Mlp, [(64, 256), (512, 256), (512,), (256, 512), (256,)], HERE,
+                         dynamic_batch=True),
     # batch 1: IREE 3.13 drops any config on these convs (listed, not tuned); batch 2: tunable
     "conv_block": Model(ConvBlock, [(1, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)], HERE),
     "conv_block_batch2": Model(ConvBlock, [(2, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)],

@@ -36,8 +36,9 @@ class FlagChoice:
     rows: list[dict] = dataclasses.field(default_factory=list)  # the search's (none: --base-flags)
 
 
-def search_flags(tuner: ModelTuner, kinds: set[str], path: Path) -> FlagChoice:
-    """The flag sets (--flags, or the curated ones that can matter for ops of `kinds`) on the
+def search_flags(tuner: ModelTuner, kinds: set[str] | None, path: Path) -> FlagChoice:
+    """The flag sets (--flags, or the curated ones that can matter for ops of `kinds`; None:
+    every one) on the
     whole model: compiled, verified, timed against IREE's default in one interleaved session;
     the fastest whose interval clears it is chosen. Recorded in `path`, read back to resume."""
     s, log = tuner.s, tuner.log
@@ -153,6 +154,10 @@ def chained(rows: list[dict], leader: dict) -> list[dict]:
     its leader measured 2.88x)."""
     for row in timed_rows(rows):
         row["reason"] = f"timed against {leader['name']}: {speedup_text(row, 3)}"
+        # a join is worth its lever only where it clears the set it extends: among joins
+        # within the noise of it, the highest median is no result (an MLP chose a join of
+        # four sets, each at 0.99-1.01x of the set it extended)
+        row["over_leader"] = row["speedup_ci_low"] > 1 + stats.MIN_EFFECT
         for key in ("speedup", "speedup_ci_low", "speedup_ci_high"):
             row[key] *= leader[key]
     return rows
@@ -183,8 +188,10 @@ def seedable(rows: list[dict], answered: list[tuple[str, str]]) -> dict | None:
 
 
 def faster_rows(rows: list[dict]) -> list[dict]:
-    """The sets significantly faster than IREE's default (stats.significant)."""
-    return [r for r in timed_rows(rows) if r["speedup_ci_low"] > 1 + stats.MIN_EFFECT]
+    """The sets significantly faster than IREE's default (stats.significant), and a join than
+    the set it extends too."""
+    return [r for r in timed_rows(rows) if r["speedup_ci_low"] > 1 + stats.MIN_EFFECT
+            and r.get("over_leader", True)]
 
 
 def timed_rows(rows: list[dict]) -> list[dict]:

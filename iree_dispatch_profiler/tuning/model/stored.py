@@ -82,12 +82,22 @@ def reuse(tuner: ModelTuner, default_roots: dict,
                                  settle=True)
     seconds = time.perf_counter() - start
     speedup = result.speedup
-    holds = not result.problems and result.outputs_ok and (not result.answer or (
+    # IREE's data tiling beating the answer (IREE's default itself, or flags and spec) where the
+    # search has data tiling among its sets says a search would find better: an answer stored
+    # before the search knew to try it (a dynamic batch's model kept IREE's default, 2.2x slower)
+    tiling = result.over_data_tiling if result.answer else result.data_tiling
+    searched = s.base_flags is None and s.flag_points is None  # data tiling among the sets
+    slower = searched and tiling is not None and stats.significant(tiling, stats.MIN_EFFECT) and (
+        (tiling.median < 1) == result.answer)  # the answer over it, or it over the default
+    holds = not result.problems and result.outputs_ok and not slower and (not result.answer or (
         speedup is not None and speedup.median > 1
         and stats.significant(speedup, stats.MIN_EFFECT)))
     if not holds:
         why = ("its spec: " + "; ".join(result.problems) if result.problems else
                "its outputs disagree" if not result.outputs_ok else
+               (f"it is {stats.direction(tiling)} than IREE's data tiling" if result.answer
+                else f"IREE's data tiling is {stats.direction(tiling)} than IREE's default, the "
+                     "answer") if slower else
                "it is no longer faster than IREE's default")
         log(f"The results store's answer for this model no longer holds ({why}, {seconds:.1f} s):"
             " tuning")
