@@ -541,8 +541,8 @@ def _window_reads(op):
             return None
         return ir.IntegerAttr(value.owner.attributes["dim"]).value
     indices = [loop_index(v) for v in list(extract.operands)[1:]]
-    if indices[1:] != [1, 4, 5] or indices[0] not in (0, None) or (
-            indices[0] is None and (out_type.shape[0] != 1 or _index_constant(extract.operands[1]) != 0)):
+    batch_one = out_type.shape[0] == 1 and _index_constant(extract.operands[1]) == 0
+    if indices[1:] != [1, 4, 5] or not (indices[0] == 0 or batch_one):
         return None
     # the value combined into the first result: the extract through guarding selects
     total, kept = body[-1].operands[0], extract.results[0]

@@ -38,9 +38,9 @@ class FlagChoice:
 
 def search_flags(tuner: ModelTuner, kinds: set[str] | None, path: Path) -> FlagChoice:
     """The flag sets (--flags, or the curated ones that can matter for ops of `kinds`; None:
-    every one) on the
-    whole model: compiled, verified, timed against IREE's default in one interleaved session;
-    the fastest whose interval clears it is chosen. Recorded in `path`, read back to resume."""
+    every one) on the whole model: compiled, verified, timed against IREE's default in one
+    interleaved session; the fastest whose interval clears it is chosen. Recorded in `path`,
+    read back to resume."""
     s, log = tuner.s, tuner.log
     if s.base_flags is not None:  # the user's: no search
         chosen = FlagSet("given", s.base_flags, "given with --base-flags") if s.base_flags else None
@@ -249,7 +249,8 @@ def verify_and_time(tuner: ModelTuner, rows: list[tuple[dict, Build]], phase: st
             row["reason"] = outcome.reason or "IREE's default failed to time"
             continue
         row.update(median_ms=outcome.runtime.median, ci_low_ms=outcome.runtime.low,
-                   ci_high_ms=outcome.runtime.high, reference_ms=outcomes[DEFAULT].runtime.median, speedup=outcome.speedup.median,
+                   ci_high_ms=outcome.runtime.high,
+                   reference_ms=outcomes[DEFAULT].runtime.median, speedup=outcome.speedup.median,
                    speedup_ci_low=outcome.speedup.low, speedup_ci_high=outcome.speedup.high)
     return [row for row, _ in rows]
 

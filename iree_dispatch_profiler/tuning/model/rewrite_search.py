@@ -23,7 +23,8 @@ from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, read_tabl
 # under: the flag set both sides were compiled with ("": IREE's default flags); default_ms:
 # IREE's default's median in the row's own session
 COLUMNS = ["name", "under", "ops", "status", "reason", "max_abs_err", "median_ms", "ci_low_ms",
-           "ci_high_ms", "default_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "chosen", "why"]
+           "ci_high_ms", "default_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "chosen",
+           "why"]
 
 
 def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
@@ -98,7 +99,8 @@ def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
     """A row per rewrite that applies (COLUMNS) against IREE's default, and one per flag set it
     names against the model's own source under that set, with IREE's default in the same
     session; of those significantly faster than their reference (and, under flags, with a
-    median below IREE's default's) the one of the lowest median marked chosen."""
+    median below IREE's default's by the minimum effect) the one of the lowest median marked
+    chosen."""
     tuner.log(f"Source rewrites: {len(applies)} on the whole model against IREE's default")
     rows = flag_search.verify_and_time(tuner, [
         ({"name": name, "under": "", "ops": count, "why": why, "chosen": "no"},
