@@ -727,33 +727,3 @@ def test_a_dynamic_batch_model_is_searched_with_every_flag_set(tmp_path):
     tiling = record[record["name"] == "data_tiling"]
     assert len(tiling) == 1 and tiling["status"].iloc[0] == "ok"
 
-
-def test_a_stored_answer_that_iree_data_tiling_beats_is_searched_again(tmp_path):
-    """A model answer kept in the store that IREE's data tiling now beats (the answer of a
-    search that did not try it: here the stored answer made IREE's default itself) does not
-    hold when the search has data tiling among its sets: said, and the model tuned anew."""
-    import json
-    import sqlite3
-
-    rng = np.random.default_rng(0)
-    paths = []
-    for i, shape in enumerate([(64, 256), (512, 256), (512,), (256, 512), (256,)]):
-        paths.append(tmp_path / f"in{i}.npy")
-        np.save(paths[-1], rng.standard_normal(shape).astype(np.float32))
-    store = tmp_path / "store.sqlite"
-    args = ["autotune.py", "--input", MLP_DYNAMIC, "--model", "--inputs",
-            ",".join(f"@{p}" for p in paths), "--n-trial", "1", "--top", "1", "--tuner", "random",
-            *QUICK, "--store", f"sqlite:///{store}"]
-    first = run_script(*args, "--output", tmp_path / "first.csv")
-    assert first.returncode == 0, first.stdout + first.stderr
-    with sqlite3.connect(store) as connection:
-        models = connection.execute("SELECT id FROM answers WHERE scope = 'model'").fetchall()
-        assert len(models) == 1
-        connection.execute("UPDATE answers SET answer = ? WHERE scope = 'model'",
-                           (json.dumps({"flags": None, "spec": None, "targets": [],
-                                        "seconds": 1.0}),))
-    again = run_script(*args, "--output", tmp_path / "again.csv")
-    assert again.returncode == 0, again.stdout + again.stderr
-    (line,) = [line for line in again.stdout.splitlines() if "no longer holds" in line]
-    assert "(IREE's data tiling is faster by " in line and line.endswith(": tuning")
-    assert (tmp_path / "again_flags.csv").is_file()  # the flags searched again

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR, FAST, run_script
+from helpers import DATA_DIR, FAST, QUICK_TUNING, run_script
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.store import results
 from iree_dispatch_profiler.store.results import open_store
@@ -422,3 +422,37 @@ def test_sweep_rows_are_kept_under_the_signature_the_tuner_sees(tmp_path):
     assert "default" in {r["candidate"] for r in rows}
     seed = tunable.find(DATA_DIR / "seed_matmul.mlir")[0]  # the same matmul, written by hand
     assert {r["signature"] for r in rows} == {results.op_fields(seed)["signature"]}
+
+
+@pytest.mark.iree
+@pytest.mark.serial  # judges data tiling against IREE's default (2.2x apart here)
+def test_a_stored_answer_that_iree_data_tiling_beats_is_searched_again(tmp_path):
+    """A model answer kept in the store that IREE's data tiling now beats (the answer of a
+    search that did not try it: here the stored answer made IREE's default itself) does not
+    hold when the search has data tiling among its sets: said, and the model tuned anew."""
+    import json
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, shape in enumerate([(64, 256), (512, 256), (512,), (256, 512), (256,)]):
+        paths.append(tmp_path / f"in{i}.npy")
+        np.save(paths[-1], rng.standard_normal(shape).astype(np.float32))
+    store = tmp_path / "store.sqlite"
+    args = ["autotune.py", "--input", DATA_DIR / "mlp_dynamic_torch.mlir", "--model", "--inputs",
+            ",".join(f"@{p}" for p in paths), "--n-trial", "1", "--top", "1", "--tuner", "random",
+            *QUICK_TUNING, "--store", f"sqlite:///{store}"]
+    first = run_script(*args, "--output", tmp_path / "first.csv")
+    assert first.returncode == 0, first.stdout + first.stderr
+    with sqlite3.connect(store) as connection:
+        models = connection.execute("SELECT id FROM answers WHERE scope = 'model'").fetchall()
+        assert len(models) == 1
+        connection.execute("UPDATE answers SET answer = ? WHERE scope = 'model'",
+                           (json.dumps({"flags": None, "spec": None, "targets": [],
+                                        "seconds": 1.0}),))
+    again = run_script(*args, "--output", tmp_path / "again.csv")
+    assert again.returncode == 0, again.stdout + again.stderr
+    (line,) = [line for line in again.stdout.splitlines() if "no longer holds" in line]
+    assert "(IREE's data tiling is faster by " in line and line.endswith(": tuning")
+    assert (tmp_path / "again_flags.csv").is_file()  # the flags searched again
