@@ -2,8 +2,8 @@
 """autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
 classes users bring: transformer layers (encoder, causal), an LLM decode step against a KV
-cache, ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck
-and an MLP. They read their weights from a parameter archive, as deployed models do (an .irpa
+cache, ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck,
+a CNN classifier (batch norm, global average pool) and an MLP. They read their weights from a parameter archive, as deployed models do (an .irpa
 of random weights is written for each, and PyTorch is given the same ones); the encoder block
 also comes with its weights as function arguments, the other way models are exported, to show
 what that costs.
