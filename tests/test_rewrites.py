@@ -269,6 +269,26 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
                    row("channels_last", 1.5, 2.0, 3.0, 2.5)]) == ["yes", "no"]
 
 
+def agreements(tools, tmp_path: Path, arrays, sources: dict[str, str], wanted: np.ndarray) -> dict:
+    """Each source (name -> text) compiled and run by IREE on `arrays` (saved as .npy), its
+    output against `wanted`: name -> Agreement."""
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    inputs = []
+    for i, array in enumerate(arrays):
+        np.save(tmp_path / f"in{i}.npy", array)
+        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    results = {}
+    for name, source in sources.items():
+        output = tmp_path / f"{name}.npy"
+        ran = run_module(tools, build(tools, source, tmp_path / name), "main", "local-task",
+                         inputs, [output], 300)
+        assert ran.ok, ran.reason
+        results[name] = agreement(np.load(output), wanted.astype(np.float32))
+    return results
+
+
 def build(tools, text: str, path: Path, cpu: str = "host", triple: str = "",
           flags: tuple[str, ...] = ()) -> Path:
     """`text` written to `path`.mlir and compiled for `cpu` as the toolkit compiles: its vmfb."""
@@ -552,8 +572,6 @@ def test_causal_blocks_compute_numpys_causal_attention(tools, tmp_path):
     numpy's softmax(Q K^T scale + causal mask) V; with the mask's condition reversed (the
     earlier keys masked instead), it does not."""
     from iree_dispatch_profiler.iree import rewrites
-    from iree_dispatch_profiler.iree.launchers import run_module
-    from iree_dispatch_profiler.measure.verification import agreement
 
     text, count = rewrites.causal_blocks(attention(rows=512))
     assert count == 1 and text.count("iree_linalg_ext.attention") == 4
@@ -563,18 +581,8 @@ def test_causal_blocks_compute_numpys_causal_attention(tools, tmp_path):
     scores[:, np.triu_indices(512, 1)[0], np.triu_indices(512, 1)[1]] = -np.inf
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     wanted = np.einsum("bqk,bkd->bqd", weights / weights.sum(-1, keepdims=True), v)
-    inputs = []
-    for i, array in enumerate((q, k, v)):
-        np.save(tmp_path / f"in{i}.npy", array)
-        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
-    results = {}
-    for label, source in (("blocks", text),
-                          ("reversed", text.replace("arith.cmpi sge", "arith.cmpi sle"))):
-        output = tmp_path / f"{label}.npy"
-        ran = run_module(tools, build(tools, source, tmp_path / label), "main", "local-task",
-                         inputs, [output], 300)
-        assert ran.ok, ran.reason
-        results[label] = agreement(np.load(output), wanted.astype(np.float32))
+    results = agreements(tools, tmp_path, (q, k, v), {
+        "blocks": text, "reversed": text.replace("arith.cmpi sge", "arith.cmpi sle")}, wanted)
     assert results["blocks"].ok, results["blocks"].detail
     assert not results["reversed"].ok
 
@@ -664,23 +672,14 @@ def test_the_rewritten_global_pool_computes_numpys_numbers(tools, tmp_path, comb
     """IREE runs the rewritten pool to numpy's mean (max) over each channel's plane; with its
     combine turned around (a difference, a min), it does not."""
     from iree_dispatch_profiler.iree import rewrites
-    from iree_dispatch_profiler.iree.launchers import run_module
-    from iree_dispatch_profiler.measure.verification import agreement
 
     x = np.random.default_rng(0).standard_normal((2, 8, 5, 7)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
     wanted = (x.mean if combine == "arith.addf" else x.max)(axis=(2, 3), keepdims=True)
     text, count = rewrites.global_pool(adaptive_pool(combine=combine))
     assert count == 1
     wrong = text.replace(combine, {"arith.addf": "arith.subf",
                                    "arith.maximumf": "arith.minimumf"}[combine])
-    results = {}
-    for name, source in (("rewritten", text), ("wrong", wrong)):
-        output = tmp_path / f"{name}.npy"
-        ran = run_module(tools, build(tools, source, tmp_path / name), "main", "local-task",
-                         [f"@{tmp_path / 'x.npy'}"], [output], 300)
-        assert ran.ok, ran.reason
-        results[name] = agreement(np.load(output), wanted)
+    results = agreements(tools, tmp_path, (x,), {"rewritten": text, "wrong": wrong}, wanted)
     assert results["rewritten"].ok, results["rewritten"].detail
     assert not results["wrong"].ok
 
@@ -718,3 +717,49 @@ def test_a_classifiers_adaptive_pool_is_rewritten_and_computes_the_models_number
         assert ran.ok, ran.reason
     check = agreement(np.load(outputs["rewritten"]), np.load(outputs["model"]))
     assert check.ok, check.detail
+
+
+def conv1d(x: str, k: str, out: str, stride: int, dilation: int,
+           op: str = "conv_1d_ncw_fcw") -> str:
+    """A function of a 1-D convolution (PyTorch's Conv1d as torch-mlir lowers it) into the
+    given accumulator."""
+    return (f"func.func @main(%x: {x}, %k: {k}, %o: {out}) -> {out} {{\n"
+            f"  %r = linalg.{op} {{dilations = dense<{dilation}> : vector<1xi64>, "
+            f"strides = dense<{stride}> : vector<1xi64>}} ins(%x, %k : {x}, {k}) "
+            f"outs(%o : {out}) -> {out}\n  return %r : {out}\n}}\n")
+
+
+CONV1D = ("tensor<2x6x20xf32>", "tensor<5x6x3xf32>", "tensor<2x5x8xf32>", 2, 2)
+
+
+def test_conv1d_taps_takes_static_float_channels_first_1d_convs_only():
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, count = rewrites.conv1d_taps(conv1d(*CONV1D))
+    assert count == 1 and "conv_1d" not in text and "tensor.concat" in text
+    for other in (conv1d("tensor<2x20x6xf32>", "tensor<3x6x5xf32>", "tensor<2x8x5xf32>", 2, 2,
+                         "conv_1d_nwc_wcf"),
+                  conv1d("tensor<?x6x20xf32>", "tensor<5x6x3xf32>", "tensor<?x5x8xf32>", 2, 2),
+                  conv1d("tensor<2x6x20xi32>", "tensor<5x6x3xi32>", "tensor<2x5x8xi32>", 2, 2)):
+        assert rewrites.conv1d_taps(other) == (other, 0)
+
+
+@pytest.mark.iree
+def test_the_rewritten_conv1d_computes_numpys_numbers(tools, tmp_path):
+    """Strided, dilated, batch 2, into a random accumulator: IREE runs the rewritten conv to
+    numpy's; with a product subtracted instead of added, it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    rng = np.random.default_rng(0)
+    x, k, init = (rng.standard_normal(s).astype(np.float32)
+                  for s in ((2, 6, 20), (5, 6, 3), (2, 5, 8)))
+    stride, dilation = CONV1D[3:]
+    wanted = init.astype(np.float64) + sum(
+        np.einsum("ncw,fc->nfw", x[:, :, t * dilation::stride][:, :, :8].astype(np.float64),
+                  k[:, :, t]) for t in range(3))
+    text, count = rewrites.conv1d_taps(conv1d(*CONV1D))
+    assert count == 1
+    results = agreements(tools, tmp_path, (x, k, init), {
+        "rewritten": text, "wrong": text.replace("arith.addf", "arith.subf", 1)}, wanted)
+    assert results["rewritten"].ok, results["rewritten"].detail
+    assert not results["wrong"].ok

@@ -36,7 +36,13 @@ a padded copy with tensor.extract, which IREE runs as scalar code. global_pool r
 through its indexing map where the pool is global: in a small CNN classifier exported from
 PyTorch, a pool of 64 x 16 x 16 floats took 96 us, half of the model's dispatch time (Zen 4);
 with it rewritten, the model's dispatches went from 0.264 ms (IREE's default) to 0.081 ms
-under Winograd and channels-last, where without it they took 0.190 ms."""
+under Winograd and channels-last, where without it they took 0.190 ms.
+The sixth takes PyTorch's Conv1d (audio front ends), which IREE runs as the 1-D op as is (its
+im2col flag takes 2-D convolutions only): conv1d_taps writes it as grouped_im2col writes a
+grouped conv of one group, its taps' strided slices joined and one contraction. A wav2vec-style
+front end (Conv1d 1->64 k10 s5, Conv1d 64->64 k3 s2, a depthwise Conv1d, LayerNorm, Linear) on
+16000 samples: 5.35x [4.55, 6.26] against IREE's default rewritten, and its tuned dispatches
+took 0.764 ms where IREE's default took 6.345 ms (Zen 4)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,7 +51,8 @@ from typing import Callable
 from iree_dispatch_profiler.iree import modules
 
 DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, filter CxKHxKW
-GROUPED = "linalg.conv_2d_ngchw_gfchw"  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
+GROUPED = "linalg.conv_2d_ngchw_gfchw"
+CONV_1D = "linalg.conv_1d_ncw_fcw"  # input NxCxW, filter FxCxK, output NxFxOW  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
 # Winograd F(6,3): the layouts IREE's pass takes (filter FxCx3x3, then 3x3xCxF), its mark
 # for the convs it is to convert, and the pass
 WINOGRAD_CONVS = ("linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf")
@@ -193,16 +200,13 @@ def _grouped_as_im2col(op):
         k, outs=[tensor.EmptyOp([groups, filters, kh_count, kw_count, channels],
                                 k_type.element_type).result],
         permutation=[0, 1, 3, 4, 2])
-    matrix = tensor.CollapseShapeOp(
-        ir.RankedTensorType.get([groups, filters, depth], k_type.element_type), reordered,
-        ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
-                                            for i in dims]) for dims in ([0], [1], [2, 3, 4])]))
+    matrix = _reshaped(reordered.results[0], [groups, filters, depth], [[0], [1], [2, 3, 4]])
     d = [ir.AffineDimExpr.get(i) for i in range(6)]  # n, g, f, oh, ow, then the depth
     # The filter first: IREE takes the first operand's dims as M and the second's as N, and
     # vectorizes N, which must be the output's contiguous positions (oh, ow), not its filters
     maps = [ir.AffineMap.get(6, 0, [d[1], d[2], d[5]]),
             ir.AffineMap.get(6, 0, [d[0], d[1], d[5], d[3], d[4]]), ir.AffineMap.get(6, 0, d[:5])]
-    return _generic([matrix.result, joined], maps, init, 1,
+    return _generic([matrix, joined], maps, init, 1,
                     lambda args, total: arith.addf(total, arith.mulf(args[0], args[1])))
 
 
@@ -623,6 +627,62 @@ def _pool_in_place(op) -> list:
     return [generic.result, linalg.fill(counted, outs=[count_init])]
 
 
+def _conv1d_takes(op) -> bool:
+    """A static floating-point channels-first 1-D convolution."""
+    from iree.compiler import ir
+
+    if op.name != CONV_1D or len(op.operands) != 3 or len(op.results) != 1:
+        return False
+    types = [ir.RankedTensorType(v.type) for v in op.operands]
+    return all(t.has_static_shape and isinstance(t.element_type, ir.FloatType) for t in types)
+
+
+def _reassociation(groups: list[list[int]]):
+    from iree.compiler import ir
+
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(
+        ir.IntegerType.get_signless(64), i) for i in dims]) for dims in groups])
+
+
+def _reshaped(value, shape: list[int], groups: list[list[int]]):
+    """`value` expanded (or, to a lower rank, collapsed) to `shape` by `groups`."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    kind = ir.RankedTensorType(value.type)
+    result = ir.RankedTensorType.get(shape, kind.element_type)
+    if len(shape) < kind.rank:
+        return tensor.CollapseShapeOp(result, value, _reassociation(groups)).result
+    return tensor.ExpandShapeOp(result, value, _reassociation(groups), [], shape).result
+
+
+def _conv1d_as_taps(op) -> list:
+    """A 1-D convolution as the grouped 2-D one of one group and a unit height, written as
+    grouped_im2col writes those: its taps' (strided) slices joined, and one contraction."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg
+
+    x, k, init = op.operands
+    (n, c, _), (f, _, taps), (_, _, width) = (ir.RankedTensorType(v.type).shape
+                                              for v in (x, k, init))
+    steps = {a: _ints(op.attributes[a])[0] if a in op.attributes else 1
+             for a in ("strides", "dilations")}
+    window = {a: ir.Attribute.parse(f"dense<[1, {step}]> : vector<2xi64>")
+              for a, step in steps.items()}
+    grouped = [[0], [1, 2], [3, 4]]  # N (G C) (1 W), and the filter's (G F) C (1 K)
+    conv = linalg.conv_2d_ngchw_gfchw(
+        _reshaped(x, [n, 1, c, 1, ir.RankedTensorType(x.type).shape[2]], grouped),
+        _reshaped(k, [1, f, c, 1, taps], [[0, 1], [2], [3, 4]]),
+        outs=[_reshaped(init, [n, 1, f, 1, width], grouped)], **window)
+    generic = _grouped_as_im2col(conv.owner)
+    conv.owner.erase()
+    return [_reshaped(generic.results[0], [n, f, width], grouped)]
+
+
+def conv1d_taps(text: str) -> tuple[str, int]:
+    return _rewrite(text, _conv1d_takes, _conv1d_as_taps)
+
+
 def global_pool(text: str) -> tuple[str, int]:
     return _rewrite(text, _pool_takes, _pool_in_place)
 
@@ -647,6 +707,9 @@ REWRITES = (
             "causal mask then gives the later keys no weight", causal_blocks,
             # the tuned transformers decompose their attention; measured there too
             under=("decompose_attention",)),
+    Rewrite("conv1d_taps", "1-D convolutions (PyTorch's Conv1d) as their taps' slices joined "
+            "and one contraction, as grouped_im2col writes a grouped conv: IREE runs the 1-D op "
+            "as is, and its im2col flag leaves it alone", conv1d_taps),
     Rewrite("global_pool", "global pooling (PyTorch's adaptive pooling to 1x1) reading its "
             "input in place: torch-mlir's lowering gathers each element from a padded copy, "
             "which IREE runs as scalar code", global_pool),
