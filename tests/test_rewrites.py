@@ -529,7 +529,8 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
 def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
     """A module `rewrite` took, and the flags the tuner ships it with: Winograd's conv with its
     filter a parameter transformed in an initializer; the causal attention in blocks,
-    decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host)."""
+    decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host); a 1-D
+    conv's taps; a global pool, with float reductions reassociated."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.flags import CURATED, joined
 
@@ -538,6 +539,16 @@ def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
             "weights.conv1", '#flow.parameter.named<"model"::"k">'))
         assert count == 1 and "util.initializer" in text
         return text, []
+    if rewrite == "conv1d_taps":  # wide enough for a 512-bit vector of outputs
+        text, count = rewrites.conv1d_taps(conv1d(
+            "tensor<1x16x130xf32>", "tensor<64x16x3xf32>", "tensor<1x64x128xf32>", 1, 1))
+        assert count == 1
+        return text, []
+    if rewrite == "global_pool":  # a sum: whole vectors add only with reductions reassociated
+        text, count = rewrites.global_pool(adaptive_pool(h=16, w=16))
+        assert count == 1
+        (reassociated,) = [f for f in CURATED if f.name == "reassociate_reductions"]
+        return text, reassociated.args
     text, count = rewrites.causal_blocks(attention())
     assert count == 1
     (tuned,) = joined("decompose_attention", ["data_tiling_early"], list(CURATED))
@@ -545,7 +556,7 @@ def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
 
 
 @pytest.mark.iree
-@pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks"])
+@pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
@@ -553,17 +564,18 @@ def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
 def test_rewritten_modules_compile_to_vector_code_on_every_simd_family(tools, tmp_path, cpu,
                                                                         triple, vector, rewrite):
     """A rewritten module (under the flags it ships with), cross-compiled for each SIMD family:
-    it compiles, and its code multiplies whole vectors of the family's width (the assembly
-    IREE dumps), not only on the machine the tests run on."""
+    it compiles, and its code multiplies (a pool: adds) whole vectors of the family's width (the
+    assembly IREE dumps), not only on the machine the tests run on."""
     text, flags = rewritten_module(rewrite)
     dump = tmp_path / "dump"
     build(tools, text, tmp_path / rewrite, cpu, triple,
           (*flags, f"--iree-hal-dump-executable-intermediates-to={dump}"))
     assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
-    multiplies = [line for line in assembly.splitlines()
-                  if re.search(r"\b(v?mul[ps]s|vfmadd\w*[ps]s|fmul|fmla)\b", line)
-                  and re.search(vector, line)]
-    assert multiplies, f"no {vector} multiply in the {rewrite} module's assembly for {cpu}"
+    arithmetic = (r"\b(v?add[ps]s|fadd)\b" if rewrite == "global_pool"
+                  else r"\b(v?mul[ps]s|vfmadd\w*[ps]s|fmul|fmla)\b")
+    found = [line for line in assembly.splitlines()
+             if re.search(arithmetic, line) and re.search(vector, line)]
+    assert found, f"no {vector} arithmetic in the {rewrite} module's assembly for {cpu}"
 
 
 @pytest.mark.iree
