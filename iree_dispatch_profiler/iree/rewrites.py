@@ -665,10 +665,8 @@ def _conv1d_as_taps(op) -> list:
     x, k, init = op.operands
     (n, c, _), (f, _, taps), (_, _, width) = (ir.RankedTensorType(v.type).shape
                                               for v in (x, k, init))
-    steps = {a: _ints(op.attributes[a])[0] if a in op.attributes else 1
-             for a in ("strides", "dilations")}
-    window = {a: ir.Attribute.parse(f"dense<[1, {step}]> : vector<2xi64>")
-              for a, step in steps.items()}
+    window = {a: ir.Attribute.parse(f"dense<[1, {_window(op, a)[0]}]> : vector<2xi64>")
+              for a in ("strides", "dilations")}
     grouped = [[0], [1, 2], [3, 4]]  # N (G C) (1 W), and the filter's (G F) C (1 K)
     conv = linalg.conv_2d_ngchw_gfchw(
         _reshaped(x, [n, 1, c, 1, ir.RankedTensorType(x.type).shape[2]], grouped),

@@ -184,8 +184,7 @@ def partners(rows: list[dict], first: dict, sets: list[FlagSet] = ()) -> list[st
         at = next((i for i, r in enumerate(ranked) if r["name"] == stand_in.name), None)
         top = next((i for i, r in enumerate(ranked)
                     if group_of.get(r["name"]) == stand_in.stands_for), None)
-        if at is not None and top is not None and top < at and (
-                ranked[at]["speedup_ci_high"] >= ranked[top]["speedup_ci_low"]):
+        if at is not None and top is not None and top < at and reaches(ranked[at], ranked[top]):
             ranked.insert(top, ranked.pop(at))
     return [r["name"] for r in ranked]
 
@@ -279,9 +278,14 @@ def choose(faster: list[dict], sets: list[FlagSet]) -> tuple[dict | None, dict |
     group = next((f.group or f.name for f in sets if f.name == best["name"]), best["name"])
     by_name = {r["name"]: r for r in faster}
     stand_in = next((by_name[f.name] for f in sets if f.stands_for == group
-                     and f.name in by_name
-                     and by_name[f.name]["speedup_ci_high"] >= best["speedup_ci_low"]), None)
+                     and f.name in by_name and reaches(by_name[f.name], best)), None)
     return stand_in or best, best
+
+
+def reaches(row: dict, best: dict) -> bool:
+    """Whether `row`'s speedup interval reaches `best`'s: where a stand-in takes its group's
+    place (FlagSet.stands_for)."""
+    return row["speedup_ci_high"] >= best["speedup_ci_low"]
 
 
 def print_flags(rows: list[dict], log) -> None:
