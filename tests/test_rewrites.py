@@ -38,6 +38,9 @@ STRIDED = ("strided", "nchw", "tensor<2x16x13x13xf32>", "tensor<16x3x3xf32>",
            "tensor<2x16x5x5xf32>", (2, 2), (2, 2))
 GROUPED = ("grouped", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
            "tensor<2x4x5x5x5xf32>", (2, 2), (2, 2))
+# ResNeXt's kind: unit strides (here dilated), grouped_taps' and not grouped_im2col's
+GROUPED_UNIT = ("unit", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
+                "tensor<2x4x5x9x9xf32>", (1, 1), (2, 2))
 OTHERS = [("nhwc", "nhwc", "tensor<1x10x10x8xf32>", "tensor<3x3x8xf32>", "tensor<1x8x8x8xf32>",
            (1, 1), (1, 1)),
           ("dynamic", "nchw", "tensor<?x8x10x10xf32>", "tensor<8x3x3xf32>",
@@ -74,8 +77,8 @@ def test_grouped_im2col_joins_the_taps_per_group_and_reorders_the_filter_to_matc
     convs are not its."""
     from iree_dispatch_profiler.iree import rewrites, tunable
 
-    text, count = rewrites.grouped_im2col(module([GROUPED, STRIDED, *OTHERS]))
-    assert count == 1 and "linalg.conv_2d_ngchw_gfchw" not in text
+    text, count = rewrites.grouped_im2col(module([GROUPED, GROUPED_UNIT, STRIDED, *OTHERS]))
+    assert count == 1 and text.count("linalg.conv_2d_ngchw_gfchw") == 1  # the unit-stride one
     assert text.count("linalg.depthwise_conv_2d_nchw_chw") == 3
     assert "[0, 0, 0, 2, 4] [2, 4, 6, 5, 5] [1, 1, 1, 2, 2]" in text
     assert "tensor.concat dim(2)" in text and "-> tensor<2x4x54x5x5xf32>" in text
@@ -90,6 +93,49 @@ def test_grouped_im2col_joins_the_taps_per_group_and_reorders_the_filter_to_matc
     assert "permutation = [0, 1, 3, 4, 2]" in text
     assert "tensor<4x5x3x3x6xf32> into tensor<4x5x54xf32>" in text
     assert '"parallel", "parallel", "parallel", "parallel", "parallel", "reduction"' in text
+
+
+def test_grouped_taps_sums_each_taps_contraction_reading_the_input_in_place(tmp_path):
+    """A grouped conv of unit width stride becomes one generic: per tap, the filter's tap
+    (GxFxC) times the input's slice at the tap's (dilated) offset, contracted over the channels;
+    the 9 products are summed, then added to the accumulator. No im2col copy. The tuner sees
+    a sum of 9 contractions of one shape (groups as batch, filters M, positions N, channels
+    K), its FLOPs all 9; the width-strided conv is left to grouped_im2col."""
+    from iree_dispatch_profiler.iree import rewrites, tunable
+
+    text, count = rewrites.grouped_taps(module([GROUPED_UNIT, GROUPED, STRIDED, *OTHERS]))
+    assert count == 1 and text.count("linalg.conv_2d_ngchw_gfchw") == 1
+    assert "tensor.concat" not in text
+    assert "[0, 0, 0, 2, 4] [2, 4, 6, 9, 9] [1, 1, 1, 1, 1]" in text  # tap (1, 2), dilation 2
+    assert ("[0, 0, 0, 1, 2] [4, 5, 6, 1, 1] [1, 1, 1, 1, 1] : tensor<4x5x6x3x3xf32> to "
+            "tensor<4x5x6xf32>") in text
+    assert text.count("arith.mulf") == 9 and text.count("arith.addf") == 9
+    assert re.search(r"arith.addf %out, %\S+ : f32", text)
+    path = tmp_path / "taps.mlir"
+    path.write_text(text)
+    (summed,) = [op for op in tunable.find(path) if op.kind == tunable.SUMMED]
+    assert [summed.size(d) for d in ("batch", "m", "n", "k")] == [4, 5, 2 * 9 * 9, 6]
+    assert summed.products == 9 and summed.flops == 2 * 4 * 5 * 162 * 6 * 9
+
+
+def test_a_generic_is_a_sum_of_contractions_only_when_its_body_is_one():
+    """The summed kind is recognised from the body: with one product subtracted, or with a
+    product of one input by itself (its partner unused), the op is no tunable kind at all."""
+    from iree.compiler import ir
+
+    from iree_dispatch_profiler.iree import modules, rewrites, tunable
+
+    text, _ = rewrites.grouped_taps(module([GROUPED_UNIT]))
+    subtracted = text.replace("arith.addf", "arith.subf", 1)  # the first two products'
+    squared = re.sub(r"arith.mulf (%\S+), %\S+ :", r"arith.mulf \1, \1 :", text, count=1)
+    assert subtracted != text and squared != text
+    kinds = {}
+    for name, source in (("taps", text), ("subtracted", subtracted), ("squared", squared)):
+        with ir.Context() as context:
+            parsed = modules.parse(source, name, context)
+            kinds[name] = [tunable._kind(op) for op in modules.walk(parsed.operation)
+                           if op.operation.name == "linalg.generic"]
+    assert kinds == {"taps": [tunable.SUMMED], "subtracted": [""], "squared": [""]}
 
 
 # PyTorch's 3x3 convolution with its bias as the accumulator, and one channels-last
@@ -216,13 +262,14 @@ def test_winograd_computes_a_parameters_filter_transform_once_at_load():
     assert "util.initializer" not in argument and "filter_transform" in argument
 
 
-def test_a_model_with_both_kinds_is_measured_with_each_rewrite_and_both():
+def test_a_model_with_several_kinds_is_measured_with_each_rewrite_and_all_of_them():
     from iree_dispatch_profiler.tuning.model import rewrite_search
 
-    found = rewrite_search.candidates(module([STRIDED, GROUPED]))
+    found = rewrite_search.candidates(module([STRIDED, GROUPED, GROUPED_UNIT]))
+    every = "depthwise_taps+grouped_taps+grouped_im2col"
     assert {name: count for name, (_, _, count) in found.items()} == {
-        "depthwise_taps": 1, "grouped_im2col": 1, "depthwise_taps+grouped_im2col": 2}
-    both = found["depthwise_taps+grouped_im2col"][1]
+        "depthwise_taps": 1, "grouped_taps": 1, "grouped_im2col": 1, every: 3}
+    both = found[every][1]
     assert "linalg.conv" not in both and "linalg.depthwise" not in both
     assert rewrite_search.candidates(module(OTHERS)) == {}
 
@@ -335,6 +382,7 @@ WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "ten
 
 @pytest.mark.iree
 @pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col"),
+                                           (GROUPED_UNIT, "grouped_taps"),
                                            (WIDENED, "depthwise_taps"), (WINOGRAD, "winograd"),
                                            (WINOGRAD_NHWC, "winograd")])
 def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
@@ -449,6 +497,26 @@ def test_a_depthwise_model_is_tuned_on_its_rewritten_source_which_the_answer_shi
 
 
 @pytest.mark.iree
+def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path):
+    """autotune.py --model on a ResNeXt-style block exported from PyTorch (a 3x3 conv of 4
+    groups between 1x1 convs): grouped_taps is adopted, and its sum of contractions, which
+    IREE leaves near scalar code, is a target tuned inside the model: the spec's entry for
+    it applies to the dispatch it was meant for."""
+    output = tmp_path / "g.csv"
+    result = run_script("autotune.py", "--input", DATA_DIR / "grouped_block_torch.mlir",
+                        "--model", "--output", output, "--n-trial", "2", "--top", "1",
+                        "--tuner", "random", "--flags=--iree-opt-level=O2", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = pd.read_csv(tmp_path / "g_rewrites.csv", keep_default_na=False)
+    assert list(record["name"]) == ["grouped_taps"] and record["chosen"][0] == "yes"
+    assert re.search(r"^target 0: linalg.generic batch=4 m=8 n=16x16 k=8 .* in \S+_reduction_",
+                     result.stdout, re.M)
+    assert re.search(r"^Tuning spec \S+g_tuning_spec.mlir.*: applies as intended$", result.stdout,
+                     re.M)
+    assert "linalg.generic" in (tmp_path / "g_tuning_spec.mlir").read_text()
+
+
+@pytest.mark.iree
 def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monkeypatch):
     """A rewrite that changes the numbers (one tap subtracted) fails the verification against
     IREE's default: recorded with its reason, and the model's own source stays. The right one
@@ -495,8 +563,30 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
 # a small conv of each kind a rewrite takes, as the named op PyTorch's export makes
 NAMED = {"depthwise_taps": ("dw", "nchw", "tensor<1x32x18x18xf32>", "tensor<32x3x3xf32>",
                             "tensor<1x32x16x16xf32>", (1, 1), (1, 1)),
-         "grouped_im2col": ("gc", "grouped", "tensor<1x8x8x18x18xf32>", "tensor<8x8x8x3x3xf32>",
-                            "tensor<1x8x8x16x16xf32>", (1, 1), (1, 1))}
+         "grouped_im2col": ("gc", "grouped", "tensor<1x8x8x33x33xf32>", "tensor<8x8x8x3x3xf32>",
+                            "tensor<1x8x8x16x16xf32>", (2, 2), (1, 1)),
+         # batch 2: a unit batch is folded in dispatches, and the config on the source with it
+         "grouped_taps": ("gt", "grouped", "tensor<2x8x8x18x18xf32>", "tensor<8x8x8x3x3xf32>",
+                          "tensor<2x8x8x16x16xf32>", (1, 1), (1, 1))}
+
+
+def tuned_taps(tools, text: str, path: Path, cpu: str, triple: str) -> str:
+    """`text` with its sum of contractions carrying the widest register block of its kind's
+    space for `cpu`: IREE's own config of that op (vectors of 2 along the width) leaves it
+    scalar code on x86, and the tuner is what configures it."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.ops import cpu_tiles
+    from iree_dispatch_profiler.tuning import space
+
+    path.write_text(text)
+    (op,) = [op for op in tunable.find(path) if op.kind == tunable.SUMMED]
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple)).resolved_cpu()
+    lanes = cpu_tiles.lanes(target, cpu_tiles.DataType.parse("f32"))
+    point = max((p for p in space.build(op, target, {}, {}).tiles if p.vector_n == lanes),
+                key=lambda p: (p.vector_m, -p.peel))
+    return tunable.with_configs(path, {op.index: space.configuration(op, point).compilation_info})
 
 
 @pytest.mark.iree
@@ -513,8 +603,11 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
     from iree_dispatch_profiler.iree import rewrites
 
     named = module([NAMED[rewrite]])
+    rewritten = getattr(rewrites, rewrite)(named)[0]
+    if rewrite == "grouped_taps":
+        rewritten = tuned_taps(tools, rewritten, tmp_path / "taps.mlir", cpu, triple)
     vector_multiplies = {}
-    for name, text in (("named", named), ("rewritten", getattr(rewrites, rewrite)(named)[0])):
+    for name, text in (("named", named), ("rewritten", rewritten)):
         dump = tmp_path / f"{name}_dump"
         build(tools, text, tmp_path / name, cpu, triple,
               (f"--iree-hal-dump-executable-intermediates-to={dump}",))

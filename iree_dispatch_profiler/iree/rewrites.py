@@ -1,7 +1,7 @@
 """Rewrites of a model's linalg input (after IREE's input phase) that no IREE flag offers, each
 with why; autotune.py --model measures them on the whole model before adopting one.
 
-The first two take the convolutions PyTorch exports channels-first that IREE 3.13 runs as
+The first three take the convolutions PyTorch exports channels-first that IREE 3.13 runs as
 scalar code (its conv vectorizer takes channels-last depthwise convs only, and no flag reaches
 grouped ones: im2col, channels-last and data tiling all left a grouped conv at 9.2 ms), and
 write the same arithmetic from ops IREE vectorizes: shifted (strided, dilated) slices of the
@@ -11,33 +11,38 @@ input, one per kernel tap.
   AVX2 EPYC: 1x144x56x56 3x3 3.80 -> 0.16 ms, batch 2 19.5 -> 0.39 ms, 7x7 16.2 -> 0.97 ms,
   stride 2 8.2 -> 2.7 ms. IREE's channels-last depthwise (`_nhwc_hwc`) vectorizes, and taps
   were slower there (0.24 -> 0.26 ms): it is left alone.
-- grouped_im2col: an NCHW grouped conv as its taps' slices joined along the channels (im2col,
-  per group) and one batched contraction over them with the filter reordered to match:
+- grouped_taps: an NCHW grouped conv of unit width stride as one op summing, over the taps,
+  the filter's tap (GxFxC) contracted with the tap's slice: the input read in place, no im2col
+  copy. ResNeXt's, tuned inside the bottleneck (Zen 4): 0.173 ms, 167 GFLOP/s, where
+  grouped_im2col's contraction took 0.27 ms and its nine tap copies 0.29 ms.
+- grouped_im2col, for the grouped convs strided along the width (their slices are strided
+  reads, which the im2col copy makes once): an NCHW grouped conv as its taps' slices joined
+  along the channels (im2col, per group) and one batched contraction over them with the filter reordered to match:
   ResNeXt's 1x256x28x28, 32 groups, 3x3: 9.2 -> 1.6-2.3 ms (PyTorch eager 0.75 ms) on an AVX2
   EPYC. The filter is the contraction's first operand, its filters M and the output's
   positions N: on an AVX-512 EPYC its contraction then ran 0.45 ms against 1.54 alone, and
   0.24 ms (122 GFLOP/s) tuned inside the model, where the other order left the tuner no tile
   config (n = 8 filters) and ran at 21.6 GFLOP/s.
 
-The third cuts the arithmetic of dense 3x3 stride-1 convolutions, which IREE already runs near
+The fourth cuts the arithmetic of dense 3x3 stride-1 convolutions, which IREE already runs near
 the compute ceiling: winograd applies IREE's own Winograd F(6,3) transforms (no flag applies
 them right to PyTorch's convs: the pass drops the bias, and IREE's hoisting leaves the filter
 transform in every call). ResNet-18's 128-channel 28x28 conv on a Zen 4: 1.06-1.14 ms direct,
 0.49-0.51 ms of transforms and batch matmul.
 
-The fourth cuts causal attention's arithmetic: IREE 3.13 computes every query against every
+The fifth cuts causal attention's arithmetic: IREE 3.13 computes every query against every
 key and adds the mask, where a causal mask gives the keys after a query no weight.
 causal_blocks splits the queries into blocks, each against the keys up to its last query only
 (PyTorch's flash attention skips those blocks too): 8 blocks do 56% of the work.
 
-The fifth takes a gather: torch-mlir lowers adaptive pooling (the AdaptiveAvgPool2d((1, 1))
+The sixth takes a gather: torch-mlir lowers adaptive pooling (the AdaptiveAvgPool2d((1, 1))
 that ends torchvision's classifiers) to a generic over the window that reads each element of
 a padded copy with tensor.extract, which IREE runs as scalar code. global_pool reads the input
 through its indexing map where the pool is global: in a small CNN classifier exported from
 PyTorch, a pool of 64 x 16 x 16 floats took 96 us, half of the model's dispatch time (Zen 4);
 with it rewritten, the model's dispatches went from 0.264 ms (IREE's default) to 0.081 ms
 under Winograd and channels-last, where without it they took 0.190 ms.
-The sixth takes PyTorch's Conv1d (audio front ends), which IREE runs as the 1-D op as is (its
+The seventh takes PyTorch's Conv1d (audio front ends), which IREE runs as the 1-D op as is (its
 im2col flag takes 2-D convolutions only): conv1d_taps writes it as grouped_im2col writes a
 grouped conv of one group, its taps' strided slices joined and one contraction. A wav2vec-style
 front end (Conv1d 1->64 k10 s5, Conv1d 64->64 k3 s2, a depthwise Conv1d, LayerNorm, Linear) on
@@ -210,6 +215,38 @@ def _grouped_as_im2col(op):
                     lambda args, total: arith.addf(total, arith.mulf(args[0], args[1])))
 
 
+def _grouped_as_taps(op):
+    """out = init + the sum over the taps of the filter's tap (GxFxC) contracted with the
+    tap's slice over the channels: one op that reads the input where it lies, with no im2col
+    copy. The products are summed before the accumulator is added: IREE vectorizes a
+    reduction only where the accumulator has one combiner."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    _, k, _ = op.operands
+    groups, filters, channels, kh_count, kw_count = ir.RankedTensorType(k.type).shape
+    element = ir.RankedTensorType(k.type).element_type
+    slices = _tap_slices(op)
+    taps = [tensor.ExtractSliceOp(ir.RankedTensorType.get([groups, filters, channels], element),
+                                  k, [], [], [], [0, 0, 0, kh, kw],
+                                  [groups, filters, channels, 1, 1], [1] * 5).result
+            for kh in range(kh_count) for kw in range(kw_count)]
+    d = [ir.AffineDimExpr.get(i) for i in range(6)]  # n, g, f, oh, ow, then the channels
+    # The filter's taps first: the tuner reads the first operand's dims as M, the filters, and
+    # vectorizes N, the output's contiguous positions (as grouped_im2col orders its operands)
+    maps = ([ir.AffineMap.get(6, 0, [d[1], d[2], d[5]])] * len(taps)
+            + [ir.AffineMap.get(6, 0, [d[0], d[1], d[5], d[3], d[4]])] * len(slices)
+            + [ir.AffineMap.get(6, 0, d[:5])])
+
+    def combine(args, total):
+        products = [arith.mulf(w, x) for w, x in zip(args[:len(taps)], args[len(taps):])]
+        summed = products[0]
+        for product in products[1:]:
+            summed = arith.addf(summed, product)
+        return arith.addf(total, summed)
+    return _generic(taps + slices, maps, op.operands[2], 1, combine)
+
+
 def _rewrite(text: str, takes, replacement) -> tuple[str, int]:
     """`text` with every op `takes` accepts replaced by `replacement(op)` (an op, or a value
     per result); how many were."""
@@ -331,8 +368,18 @@ def depthwise_taps(text: str) -> tuple[str, int]:
     return _rewrite(text, _takes(DEPTHWISE), _depthwise_as_taps)
 
 
+def _width_strided(op) -> bool:
+    return _window(op, "strides")[1] > 1
+
+
+def grouped_taps(text: str) -> tuple[str, int]:
+    return _rewrite(text, lambda op: _takes(GROUPED)(op) and not _width_strided(op),
+                    _grouped_as_taps)
+
+
 def grouped_im2col(text: str) -> tuple[str, int]:
-    return _rewrite(text, _takes(GROUPED), _grouped_as_im2col)
+    return _rewrite(text, lambda op: _takes(GROUPED)(op) and _width_strided(op),
+                    _grouped_as_im2col)
 
 
 def _attention_maps(rank: int) -> list[str]:
@@ -689,9 +736,12 @@ REWRITES = (
     Rewrite("depthwise_taps", "depthwise convolutions as sums of their kernel taps: one "
             "elementwise op that vectorizes along the width, where IREE runs PyTorch's NCHW "
             "depthwise convolution as scalar code", depthwise_taps),
-    Rewrite("grouped_im2col", "grouped convolutions as im2col per group and one batched "
-            "contraction, where IREE runs PyTorch's NCHW grouped convolution as scalar code",
-            grouped_im2col),
+    Rewrite("grouped_taps", "grouped convolutions of unit width stride as one op summing "
+            "each kernel tap's contraction over its channels, read in place, where IREE runs "
+            "PyTorch's NCHW grouped convolution as scalar code", grouped_taps),
+    Rewrite("grouped_im2col", "grouped convolutions strided along the width as im2col per "
+            "group and one batched contraction, where IREE runs PyTorch's NCHW grouped "
+            "convolution as scalar code", grouped_im2col),
     Rewrite("winograd", "3x3 stride-1 convolutions as Winograd F(6,3) (IREE's transforms, "
             "applied so that the bias is kept and a parameter's filter transform runs once at "
             "load): 64 products per 6x6 output tile where direct convolution takes 324",

@@ -28,7 +28,10 @@ MMT4D_OPS = ("linalg.mmt4d", "linalg.batch_mmt4d")
 # filter and output alike) and that has no input channel to reduce.
 CONTRACTION, CONVOLUTION, ATTENTION, MMT4D = "contraction", "convolution", "attention", "mmt4d"
 DEPTHWISE = "depthwise convolution"
-KINDS = (CONTRACTION, CONVOLUTION, DEPTHWISE, ATTENTION, MMT4D)
+# A sum of contractions of one shape in one generic (a grouped conv's taps, rewrites.py):
+# classed as its contractions are, its products counted in its FLOPs.
+SUMMED = "summed contractions"
+KINDS = (CONTRACTION, CONVOLUTION, DEPTHWISE, ATTENTION, MMT4D, SUMMED)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class TunableOp:
     operand_types: tuple[str, ...]  # MLIR types of the inputs then the init, as printed
     input_element: str
     accumulator_element: str
+    products: int = 1  # products per iteration: a sum of products' pairs (_summed_products)
 
     def positions(self, dim: str) -> tuple[int, ...]:
         return dict(self.dims).get(dim, ())
@@ -77,7 +81,7 @@ class TunableOp:
         if self.kind == ATTENTION:
             return 2 * self.size("batch") * self.size("m") * self.size("k2") * (
                 self.size("k1") + self.size("n"))
-        return 2 * math.prod(self.loops)
+        return 2 * math.prod(self.loops) * self.products
 
 
 def _functions(module) -> Iterator[tuple[str, object]]:
@@ -148,6 +152,8 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
         first = int(op.operation.name == MMT4D_OPS[1])
         dims = (("batch", tuple(range(first))),
                 *((name, (first + i,)) for i, name in enumerate(MMT4D_DIMS[1:])))
+    elif kind == SUMMED:
+        dims = _summed_products(op)[0]
     else:
         if kind == CONTRACTION:
             inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
@@ -157,7 +163,8 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
     operands = op.operands
     return TunableOp(index, function, op.operation.name, kind, _loop_bounds(op), dims,
                      tuple(str(v.type) for v in operands), _element(operands[0]),
-                     _element(operands[len(operands) - 1]))
+                     _element(operands[len(operands) - 1]),
+                     _summed_products(op)[1] if kind == SUMMED else 1)
 
 
 def _attention_dims(op) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -175,6 +182,65 @@ def _attention_dims(op) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple((name, tuple(sorted(classes[name]))) for name in ATTENTION_DIMS)
 
 
+def _summed_products(op) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], int] | None:
+    """(loop classes, products) of a generic that adds to its accumulator a sum of products,
+    each of an A operand and a B operand (rewrites.grouped_taps: a filter tap times its input
+    slice): a contraction per pair, all of one shape, classed as one of them (A x B into the
+    result). None for any other op."""
+    from iree.compiler import ir
+
+    if op.operation.name != "linalg.generic" or len(op.results) != 1:
+        return None
+    maps = [ir.AffineMapAttr(m).value
+            for m in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
+    inputs = len(maps) - 1
+    if inputs < 4 or inputs % 2 or len(set(maps[:inputs])) != 2:
+        return None
+    a_map, b_map = maps[0], next(m for m in maps[:inputs] if m != maps[0])
+    if not all(isinstance(e, ir.AffineDimExpr) for m in (a_map, b_map, maps[-1])
+               for e in m.results):
+        return None
+    a, b, c = ({ir.AffineDimExpr(e).position for e in m.results} for m in (a_map, b_map, maps[-1]))
+    if any(((d in a) + (d in b) + (d in c)) < 2 for d in range(maps[-1].n_dims)):
+        return None  # a loop of one operand alone: no contraction's
+    block = op.operation.regions[0].blocks[0]
+    out = block.arguments[inputs]
+
+    def argument(value) -> int | None:  # the input a block argument (maybe widened) is
+        if not isinstance(value, ir.BlockArgument) and value.owner.name == "arith.extf":
+            value = value.owner.operands[0]
+        if isinstance(value, ir.BlockArgument) and value.arg_number < inputs:
+            return value.arg_number
+        return None
+
+    def leaves(value) -> list | None:  # the products an addf tree sums
+        owner = None if isinstance(value, ir.BlockArgument) else value.owner
+        if owner is not None and owner.name == "arith.addf":
+            left, right = (leaves(v) for v in owner.operands)
+            return None if left is None or right is None else left + right
+        if owner is not None and owner.name == "arith.mulf":
+            pair = [argument(v) for v in owner.operands]
+            return None if None in pair else [pair]
+        return None
+
+    yielded = list(block.operations)[-1].operands[0]
+    if isinstance(yielded, ir.BlockArgument) or yielded.owner.name != "arith.addf":
+        return None
+    first, second = yielded.owner.operands
+    if second == out:
+        first, second = second, first
+    products = leaves(second) if first == out else None
+    if products is None or len(products) * 2 != inputs:
+        return None
+    used = [i for pair in products for i in pair]
+    if sorted(used) != list(range(inputs)) or any(
+            {maps[i] for i in pair} != {a_map, b_map} for pair in products):
+        return None
+    classes = {"batch": a & b & c, "m": (a & c) - b, "n": (b & c) - a, "k": (a & b) - c}
+    return (tuple((name, tuple(sorted(classes[name]))) for name in CONTRACTION_DIMS),
+            len(products))
+
+
 def _kind(op) -> str:
     from iree.compiler.dialects import linalg
 
@@ -187,6 +253,8 @@ def _kind(op) -> str:
         return ""
     if linalg.isa_contraction_op(op):
         return CONTRACTION
+    if _summed_products(op) is not None:
+        return SUMMED
     if not linalg.isa_convolution_op(op):
         return ""
     dims = linalg.infer_convolution_dimensions(op)

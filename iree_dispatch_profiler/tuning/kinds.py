@@ -117,6 +117,15 @@ def _attention_legal(cpu, op, vm, vn, vk, accumulator) -> bool:
     return cpu_tiles.is_legal_attention_tile(cpu, op.size("k1"), vm, vn, vk)
 
 
+def _summed_pairs(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
+    """Register blocks of one or two vectors along N, as many rows as the registers hold: each
+    reduction step loads a vector of every product's B operand besides the block."""
+    lanes = cpu_tiles.lanes(cpu, accumulator)
+    return [(vm, vn) for vn in (lanes, 2 * lanes) for vm in (1, 2, 4, 8)
+            if vm <= cpu_tiles.pow2_ceil(rows) and vn <= cpu_tiles.pow2_ceil(cols)
+            and vm * vn // lanes <= cpu_tiles.vector_registers(cpu) // 2]
+
+
 def _one_block(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
     """A packed op's register block is its inner tile, taken whole: one outer tile at a time."""
     return [(1, 1)]
@@ -142,6 +151,12 @@ KINDS: dict[str, TunedKind] = {kind.name: kind for kind in (
               (0,), False, _attention_pairs, _attention_legal,
               lambda op: cpu_tiles.ATTENTION_ACCUMULATOR, matched_op=ONLINE_ATTENTION,
               matched_operands=3, optional=("m",)),
+    # A sum of contractions (a grouped conv's taps) one reduction step at a time: a step of
+    # two or more holds a vector of every product's operands at once (ResNeXt's 9 taps at
+    # vector_reduction 2: 3.45 ms, at 1: 0.32 ms, Zen 4).
+    TunedKind(tunable.SUMMED, "DoubleTilingExpert", ("m", "n", "k"), ("k",), 1, (0, 1), False,
+              _summed_pairs, _matmul_legal, _accumulator, distribution_sizes=(8, 16, 32, 64),
+              reduction_tiles=(1,)),
     # Data tiling's packed matmul, configured by a spec only where encodings are materialized
     # before dispatches form (flags.DATA_TILING_EARLY): tile_m and tile_n count the outer tiles
     # a workgroup takes, as IREE's own config of it does; K one outer tile at a time.

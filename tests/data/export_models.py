@@ -295,6 +295,7 @@ MODELS = {
     "conv_block_batch2": Model(ConvBlock, [(2, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)],
                                HERE),
     "classifier": Model(Classifier, classifier_args(32, 16, 32, 10), HERE),
+    "grouped_block": Model(lambda: GroupedBottleneck(4), bottleneck_args(32, 32, 4, 16), HERE),
     # benchmarks/bench_model.py's: weights as parameters (inputs=N), as deployed models are
     # exported, except the encoder block, kept with its weights as arguments beside its
     # parameter form (bench_store.py and the README's commands use it)
