@@ -38,9 +38,12 @@ STRIDED = ("strided", "nchw", "tensor<2x16x13x13xf32>", "tensor<16x3x3xf32>",
            "tensor<2x16x5x5xf32>", (2, 2), (2, 2))
 GROUPED = ("grouped", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
            "tensor<2x4x5x5x5xf32>", (2, 2), (2, 2))
-# ResNeXt's kind: unit strides (here dilated), grouped_taps' and not grouped_im2col's
-GROUPED_UNIT = ("unit", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
-                "tensor<2x4x5x9x9xf32>", (1, 1), (2, 2))
+# ResNeXt's kind: unit strides (here dilated) and rows of 17, grouped_taps' and not
+# grouped_im2col's; and the same of narrower rows, grouped_im2col's
+GROUPED_UNIT = ("unit", "grouped", "tensor<2x4x6x21x21xf32>", "tensor<4x5x6x3x3xf32>",
+                "tensor<2x4x5x17x17xf32>", (1, 1), (2, 2))
+GROUPED_NARROW = ("narrow", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
+                  "tensor<2x4x5x9x9xf32>", (1, 1), (2, 2))
 OTHERS = [("nhwc", "nhwc", "tensor<1x10x10x8xf32>", "tensor<3x3x8xf32>", "tensor<1x8x8x8xf32>",
            (1, 1), (1, 1)),
           ("dynamic", "nchw", "tensor<?x8x10x10xf32>", "tensor<8x3x3xf32>",
@@ -79,6 +82,7 @@ def test_grouped_im2col_joins_the_taps_per_group_and_reorders_the_filter_to_matc
 
     text, count = rewrites.grouped_im2col(module([GROUPED, GROUPED_UNIT, STRIDED, *OTHERS]))
     assert count == 1 and text.count("linalg.conv_2d_ngchw_gfchw") == 1  # the unit-stride one
+    assert rewrites.grouped_im2col(module([GROUPED_NARROW]))[1] == 1
     assert text.count("linalg.depthwise_conv_2d_nchw_chw") == 3
     assert "[0, 0, 0, 2, 4] [2, 4, 6, 5, 5] [1, 1, 1, 2, 2]" in text
     assert "tensor.concat dim(2)" in text and "-> tensor<2x4x54x5x5xf32>" in text
@@ -100,13 +104,15 @@ def test_grouped_taps_sums_each_taps_contraction_reading_the_input_in_place(tmp_
     (GxFxC) times the input's slice at the tap's (dilated) offset, contracted over the channels;
     the 9 products are summed, then added to the accumulator. No im2col copy. The tuner sees
     a sum of 9 contractions of one shape (groups as batch, filters M, positions N, channels
-    K), its FLOPs all 9; the width-strided conv is left to grouped_im2col."""
+    K), its FLOPs all 9; the width-strided conv, and the one whose output rows are narrower
+    than a 512-bit vector of floats, are left to grouped_im2col."""
     from iree_dispatch_profiler.iree import rewrites, tunable
 
-    text, count = rewrites.grouped_taps(module([GROUPED_UNIT, GROUPED, STRIDED, *OTHERS]))
-    assert count == 1 and text.count("linalg.conv_2d_ngchw_gfchw") == 1
+    text, count = rewrites.grouped_taps(module([GROUPED_UNIT, GROUPED, GROUPED_NARROW, STRIDED,
+                                                *OTHERS]))
+    assert count == 1 and text.count("linalg.conv_2d_ngchw_gfchw") == 2
     assert "tensor.concat" not in text
-    assert "[0, 0, 0, 2, 4] [2, 4, 6, 9, 9] [1, 1, 1, 1, 1]" in text  # tap (1, 2), dilation 2
+    assert "[0, 0, 0, 2, 4] [2, 4, 6, 17, 17] [1, 1, 1, 1, 1]" in text  # tap (1, 2), dilation 2
     assert ("[0, 0, 0, 1, 2] [4, 5, 6, 1, 1] [1, 1, 1, 1, 1] : tensor<4x5x6x3x3xf32> to "
             "tensor<4x5x6xf32>") in text
     assert text.count("arith.mulf") == 9 and text.count("arith.addf") == 9
@@ -114,8 +120,8 @@ def test_grouped_taps_sums_each_taps_contraction_reading_the_input_in_place(tmp_
     path = tmp_path / "taps.mlir"
     path.write_text(text)
     (summed,) = [op for op in tunable.find(path) if op.kind == tunable.SUMMED]
-    assert [summed.size(d) for d in ("batch", "m", "n", "k")] == [4, 5, 2 * 9 * 9, 6]
-    assert summed.products == 9 and summed.flops == 2 * 4 * 5 * 162 * 6 * 9
+    assert [summed.size(d) for d in ("batch", "m", "n", "k")] == [4, 5, 2 * 17 * 17, 6]
+    assert summed.products == 9 and summed.flops == 2 * 4 * 5 * 578 * 6 * 9
 
 
 def test_a_generic_is_a_sum_of_contractions_only_when_its_body_is_one():

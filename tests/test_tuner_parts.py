@@ -34,6 +34,29 @@ def test_every_tile_point_is_legal_for_the_target(cpu, op):
         assert cpu_tiles.is_legal_vector_tile(cpu, (p.vector_m, p.vector_n, p.tile_k), accumulator)
 
 
+def summed(width: int) -> TunableOp:
+    """grouped_taps' op: 32 groups, 8 filters, 28 rows of `width` positions, 8 channels, 9 taps."""
+    return TunableOp(0, "main", "linalg.generic", "summed contractions", (32, 8, 28, width, 8),
+                     (("batch", (0,)), ("m", (1,)), ("n", (2, 3)), ("k", (4,))),
+                     ("tensor<32x8x8xf32>",) * 9 + (f"tensor<32x8x28x{width}xf32>",) * 10,
+                     "f32", "f32", products=9)
+
+
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_sum_of_contractions_steps_one_channel_at_a_time_with_rows_of_whole_vectors(cpu):
+    """Every point of grouped_taps' op reduces one channel per step (a step of 2 ran 10x
+    slower: a vector of all 9 taps' operands at once) and blocks one or two vectors along its
+    rows; a row narrower than a vector is blocked at its own width, so that it has points."""
+    lanes = cpu_tiles.lanes(cpu, DataType.parse("f32"))
+    tiles = tuning_space.build(summed(28), cpu, {}, {}).tiles
+    assert tiles and {p.tile_k for p in tiles} == {1}
+    assert {p.vector_n for p in tiles} == {lanes, 2 * lanes}
+    narrow = tuning_space.build(summed(lanes // 2), cpu, {}, {}).tiles
+    assert narrow and {p.vector_n for p in narrow} == {lanes // 2}
+    config = tuning_space.configuration(summed(28), tiles[0]).lowering_config
+    assert "vector_reduction = [0, 0, 0, 0, 1]" in config
+
+
 def test_configuration_tiles_only_the_innermost_m_and_n_loops():
     point = tuning_space.Point(64, 32, 16, 8, 16)
     config = tuning_space.configuration(GENERIC, point)

@@ -11,12 +11,13 @@ input, one per kernel tap.
   AVX2 EPYC: 1x144x56x56 3x3 3.80 -> 0.16 ms, batch 2 19.5 -> 0.39 ms, 7x7 16.2 -> 0.97 ms,
   stride 2 8.2 -> 2.7 ms. IREE's channels-last depthwise (`_nhwc_hwc`) vectorizes, and taps
   were slower there (0.24 -> 0.26 ms): it is left alone.
-- grouped_taps: an NCHW grouped conv of unit width stride as one op summing, over the taps,
+- grouped_taps: an NCHW grouped conv of unit width stride (and rows of at least
+  TAPS_MIN_WIDTH) as one op summing, over the taps,
   the filter's tap (GxFxC) contracted with the tap's slice: the input read in place, no im2col
   copy. ResNeXt's, tuned inside the bottleneck (Zen 4): 0.173 ms, 167 GFLOP/s, where
   grouped_im2col's contraction took 0.27 ms and its nine tap copies 0.29 ms.
-- grouped_im2col, for the grouped convs strided along the width (their slices are strided
-  reads, which the im2col copy makes once): an NCHW grouped conv as its taps' slices joined
+- grouped_im2col, for the other grouped convs (strided along the width: their slices are
+  strided reads, which the im2col copy makes once; or of narrow rows): an NCHW grouped conv as its taps' slices joined
   along the channels (im2col, per group) and one batched contraction over them with the filter reordered to match:
   ResNeXt's 1x256x28x28, 32 groups, 3x3: 9.2 -> 1.6-2.3 ms (PyTorch eager 0.75 ms) on an AVX2
   EPYC. The filter is the contraction's first operand, its filters M and the output's
@@ -85,6 +86,11 @@ POOL_COMBINES = ("arith.addf", "arith.maximumf")  # average (summed, then divide
 POOL_WINDOW_MAP = "affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>"
 POOL_OUTPUT_MAP = "affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>"
 MAX_TAPS = 49  # 7x7 (ConvNeXt); a larger kernel makes an elementwise op of too many inputs
+# The narrowest output row grouped_taps takes: a vector of f32 on the widest SIMD. Below it,
+# IREE's own config of its op (untuned, as the rewrite search measures it) was slower than the
+# scalar named conv (ResNeXt-50's 7x7, 32 groups of 32: 6.5 against 5.9 ms; grouped_im2col
+# 1.0 ms, tuned 0.44; Zen 4), so the search would keep the named conv: im2col takes those.
+TAPS_MIN_WIDTH = 16
 
 
 @dataclass(frozen=True)
@@ -368,17 +374,21 @@ def depthwise_taps(text: str) -> tuple[str, int]:
     return _rewrite(text, _takes(DEPTHWISE), _depthwise_as_taps)
 
 
-def _width_strided(op) -> bool:
-    return _window(op, "strides")[1] > 1
+def _taps_take(op) -> bool:
+    """A grouped conv of unit width stride (its slices contiguous rows) and an output row of
+    at least TAPS_MIN_WIDTH."""
+    from iree.compiler import ir
+
+    return (_window(op, "strides")[1] == 1
+            and ir.RankedTensorType(op.results[0].type).shape[-1] >= TAPS_MIN_WIDTH)
 
 
 def grouped_taps(text: str) -> tuple[str, int]:
-    return _rewrite(text, lambda op: _takes(GROUPED)(op) and not _width_strided(op),
-                    _grouped_as_taps)
+    return _rewrite(text, lambda op: _takes(GROUPED)(op) and _taps_take(op), _grouped_as_taps)
 
 
 def grouped_im2col(text: str) -> tuple[str, int]:
-    return _rewrite(text, lambda op: _takes(GROUPED)(op) and _width_strided(op),
+    return _rewrite(text, lambda op: _takes(GROUPED)(op) and not _taps_take(op),
                     _grouped_as_im2col)
 
 
@@ -736,12 +746,12 @@ REWRITES = (
     Rewrite("depthwise_taps", "depthwise convolutions as sums of their kernel taps: one "
             "elementwise op that vectorizes along the width, where IREE runs PyTorch's NCHW "
             "depthwise convolution as scalar code", depthwise_taps),
-    Rewrite("grouped_taps", "grouped convolutions of unit width stride as one op summing "
-            "each kernel tap's contraction over its channels, read in place, where IREE runs "
-            "PyTorch's NCHW grouped convolution as scalar code", grouped_taps),
-    Rewrite("grouped_im2col", "grouped convolutions strided along the width as im2col per "
-            "group and one batched contraction, where IREE runs PyTorch's NCHW grouped "
-            "convolution as scalar code", grouped_im2col),
+    Rewrite("grouped_taps", "grouped convolutions of unit width stride and wide rows as one "
+            "op summing each kernel tap's contraction over its channels, read in place, where "
+            "IREE runs PyTorch's NCHW grouped convolution as scalar code", grouped_taps),
+    Rewrite("grouped_im2col", "the other grouped convolutions (strided along the width, or "
+            "of narrow rows) as im2col per group and one batched contraction, where IREE runs "
+            "PyTorch's NCHW grouped convolution as scalar code", grouped_im2col),
     Rewrite("winograd", "3x3 stride-1 convolutions as Winograd F(6,3) (IREE's transforms, "
             "applied so that the bias is kept and a parameter's filter transform runs once at "
             "load): 64 products per 6x6 output tile where direct convolution takes 324",

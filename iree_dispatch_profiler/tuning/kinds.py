@@ -118,12 +118,14 @@ def _attention_legal(cpu, op, vm, vn, vk, accumulator) -> bool:
 
 
 def _summed_pairs(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
-    """Register blocks of one or two vectors along N, as many rows as the registers hold: each
-    reduction step loads a vector of every product's B operand besides the block."""
+    """Register blocks of one or two vectors along N (a narrower N: one vector of its width),
+    as many rows as the registers hold: each reduction step loads a vector of every product's
+    B operand besides the block."""
     lanes = cpu_tiles.lanes(cpu, accumulator)
-    return [(vm, vn) for vn in (lanes, 2 * lanes) for vm in (1, 2, 4, 8)
+    widths = (lanes, 2 * lanes) if cols >= lanes else (cpu_tiles.pow2_ceil(cols),)
+    return [(vm, vn) for vn in widths for vm in (1, 2, 4, 8)
             if vm <= cpu_tiles.pow2_ceil(rows) and vn <= cpu_tiles.pow2_ceil(cols)
-            and vm * vn // lanes <= cpu_tiles.vector_registers(cpu) // 2]
+            and vm * max(1, vn // lanes) <= cpu_tiles.vector_registers(cpu) // 2]
 
 
 def _one_block(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
