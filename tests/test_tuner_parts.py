@@ -57,6 +57,18 @@ def test_a_sum_of_contractions_steps_one_channel_at_a_time_with_rows_of_whole_ve
     assert "vector_reduction = [0, 0, 0, 0, 1]" in config
 
 
+def test_a_sum_of_contractions_with_a_unit_loop_is_left_to_the_model_tuner():
+    """In a module, grouped_taps' op of batch 1 has a unit loop, and IREE drops a config
+    attached to it (every trial config-not-applied): not tunable there, with the reason. In
+    a model's dispatch the loop is folded away and a spec configures it."""
+    from iree_dispatch_profiler.tuning import kinds
+
+    assert kinds.not_tunable(summed(28)) == ""
+    batch_one = dataclasses.replace(summed(28), loops=(1, 32, 8, 28, 28, 8), dims=(
+        ("batch", (1,)), ("m", (2,)), ("n", (0, 3, 4)), ("k", (5,))))
+    assert "unit loop" in kinds.not_tunable(batch_one) and "--model" in kinds.not_tunable(batch_one)
+
+
 def test_configuration_tiles_only_the_innermost_m_and_n_loops():
     point = tuning_space.Point(64, 32, 16, 8, 16)
     config = tuning_space.configuration(GENERIC, point)

@@ -117,6 +117,15 @@ def _attention_legal(cpu, op, vm, vn, vk, accumulator) -> bool:
     return cpu_tiles.is_legal_attention_tile(cpu, op.size("k1"), vm, vn, vk)
 
 
+def _no_unit_loop(op: TunableOp) -> str:
+    if 1 in op.loops:
+        # IREE folds the unit loop away and drops a config attached to the op with it (seen
+        # on grouped_taps' batch-1 op in IREE 3.13); inside a model a spec configures the
+        # folded op in its dispatch
+        return "IREE drops a config attached to it with a unit loop (tune it with --model)"
+    return ""
+
+
 def _summed_pairs(cpu, op, rows, cols, red, accumulator) -> list[tuple[int, int]]:
     """Register blocks of one or two vectors along N (a narrower N: one vector of its width),
     as many rows as the registers hold: each reduction step loads a vector of every product's
@@ -157,8 +166,8 @@ KINDS: dict[str, TunedKind] = {kind.name: kind for kind in (
     # two or more holds a vector of every product's operands at once (ResNeXt's 9 taps at
     # vector_reduction 2: 3.45 ms, at 1: 0.32 ms, Zen 4).
     TunedKind(tunable.SUMMED, "DoubleTilingExpert", ("m", "n", "k"), ("k",), 1, (0, 1), False,
-              _summed_pairs, _matmul_legal, _accumulator, distribution_sizes=(8, 16, 32, 64),
-              reduction_tiles=(1,)),
+              _summed_pairs, _matmul_legal, _accumulator, _no_unit_loop,
+              distribution_sizes=(8, 16, 32, 64), reduction_tiles=(1,)),
     # Data tiling's packed matmul, configured by a spec only where encodings are materialized
     # before dispatches form (flags.DATA_TILING_EARLY): tile_m and tile_n count the outer tiles
     # a workgroup takes, as IREE's own config of it does; K one outer tile at a time.
