@@ -8,6 +8,7 @@ import pytest
 
 from helpers import AVX2, AVX512, DATA_DIR, NEON
 from iree_dispatch_profiler.core.library import DataType
+from iree_dispatch_profiler.iree import tunable
 from iree_dispatch_profiler.iree.tunable import TunableOp
 from iree_dispatch_profiler.ops import cpu_tiles
 from iree_dispatch_profiler.tuning import scheduler_config, strategies
@@ -36,7 +37,7 @@ def test_every_tile_point_is_legal_for_the_target(cpu, op):
 
 def summed(width: int) -> TunableOp:
     """grouped_taps' op: 32 groups, 8 filters, 28 rows of `width` positions, 8 channels, 9 taps."""
-    return TunableOp(0, "main", "linalg.generic", "summed contractions", (32, 8, 28, width, 8),
+    return TunableOp(0, "main", "linalg.generic", tunable.SUMMED, (32, 8, 28, width, 8),
                      (("batch", (0,)), ("m", (1,)), ("n", (2, 3)), ("k", (4,))),
                      ("tensor<32x8x8xf32>",) * 9 + (f"tensor<32x8x28x{width}xf32>",) * 10,
                      "f32", "f32", products=9)

@@ -12,13 +12,14 @@ input, one per kernel tap.
   stride 2 8.2 -> 2.7 ms. IREE's channels-last depthwise (`_nhwc_hwc`) vectorizes, and taps
   were slower there (0.24 -> 0.26 ms): it is left alone.
 - grouped_taps: an NCHW grouped conv of unit width stride (and rows of at least
-  TAPS_MIN_WIDTH) as one op summing, over the taps,
-  the filter's tap (GxFxC) contracted with the tap's slice: the input read in place, no im2col
-  copy. ResNeXt's, tuned inside the bottleneck (Zen 4): 0.173 ms, 167 GFLOP/s, where
-  grouped_im2col's contraction took 0.27 ms and its nine tap copies 0.29 ms.
+  TAPS_MIN_WIDTH) as one op summing, over the taps, the filter's tap (GxFxC) contracted with
+  the tap's slice: the input read in place, no im2col copy. ResNeXt's, tuned inside the
+  bottleneck (Zen 4): 0.173 ms, 167 GFLOP/s, where grouped_im2col's contraction took 0.27 ms
+  and its nine tap copies 0.29 ms.
 - grouped_im2col, for the other grouped convs (strided along the width: their slices are
-  strided reads, which the im2col copy makes once; or of narrow rows): an NCHW grouped conv as its taps' slices joined
-  along the channels (im2col, per group) and one batched contraction over them with the filter reordered to match:
+  strided reads, which the im2col copy makes once; or of narrow rows): an NCHW grouped conv
+  as its taps' slices joined along the channels (im2col, per group) and one batched
+  contraction over them with the filter reordered to match:
   ResNeXt's 1x256x28x28, 32 groups, 3x3: 9.2 -> 1.6-2.3 ms (PyTorch eager 0.75 ms) on an AVX2
   EPYC. The filter is the contraction's first operand, its filters M and the output's
   positions N: on an AVX-512 EPYC its contraction then ran 0.45 ms against 1.54 alone, and
@@ -57,8 +58,8 @@ from typing import Callable
 from iree_dispatch_profiler.iree import modules
 
 DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, filter CxKHxKW
-GROUPED = "linalg.conv_2d_ngchw_gfchw"
-CONV_1D = "linalg.conv_1d_ncw_fcw"  # input NxCxW, filter FxCxK, output NxFxOW  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
+GROUPED = "linalg.conv_2d_ngchw_gfchw"  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
+CONV_1D = "linalg.conv_1d_ncw_fcw"  # input NxCxW, filter FxCxK, output NxFxOW
 # Winograd F(6,3): the layouts IREE's pass takes (filter FxCx3x3, then 3x3xCxF), its mark
 # for the convs it is to convert, and the pass
 WINOGRAD_CONVS = ("linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf")
@@ -148,6 +149,20 @@ def _tap_slices(op) -> list:
         for kh in range(kh_count) for kw in range(kw_count)]
 
 
+def _filter_taps(op) -> list:
+    """The filter's slice at each kernel tap (row-major over the taps, as _tap_slices): its
+    leading dims (depthwise: channels; grouped: groups, filters, channels)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    k_type = ir.RankedTensorType(op.operands[1].type)
+    *lead, kh_count, kw_count = k_type.shape
+    tap = ir.RankedTensorType.get(lead, k_type.element_type)
+    return [tensor.ExtractSliceOp(tap, op.operands[1], [], [], [], [0] * len(lead) + [kh, kw],
+                                  [*lead, 1, 1], [1] * (len(lead) + 2)).result
+            for kh in range(kh_count) for kw in range(kw_count)]
+
+
 def _generic(inputs: list, maps: list, init, reductions: int, combine) -> object:
     """A linalg.generic over `inputs` into `init` (parallel loops, then `reductions` reduction
     loops); its body yields combine(arguments widened to the output's type, accumulator)."""
@@ -172,15 +187,10 @@ def _generic(inputs: list, maps: list, init, reductions: int, combine) -> object
 def _depthwise_as_taps(op):
     """out = init + sum over the taps of slice * the filter's channel vector for the tap."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, tensor
+    from iree.compiler.dialects import arith
 
-    _, k, init = op.operands
-    channels, kh_count, kw_count = ir.RankedTensorType(k.type).shape
-    element = ir.RankedTensorType(k.type).element_type
-    slices = _tap_slices(op)
-    taps = [tensor.ExtractSliceOp(ir.RankedTensorType.get([channels], element), k, [], [], [],
-                                  [0, kh, kw], [channels, 1, 1], [1, 1, 1]).result
-            for kh in range(kh_count) for kw in range(kw_count)]
+    init = op.operands[2]
+    slices, taps = _tap_slices(op), _filter_taps(op)
     identity = ir.AffineMap.get_identity(4)
     per_channel = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(1)])
 
@@ -227,16 +237,9 @@ def _grouped_as_taps(op):
     copy. The products are summed before the accumulator is added: IREE vectorizes a
     reduction only where the accumulator has one combiner."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, tensor
+    from iree.compiler.dialects import arith
 
-    _, k, _ = op.operands
-    groups, filters, channels, kh_count, kw_count = ir.RankedTensorType(k.type).shape
-    element = ir.RankedTensorType(k.type).element_type
-    slices = _tap_slices(op)
-    taps = [tensor.ExtractSliceOp(ir.RankedTensorType.get([groups, filters, channels], element),
-                                  k, [], [], [], [0, 0, 0, kh, kw],
-                                  [groups, filters, channels, 1, 1], [1] * 5).result
-            for kh in range(kh_count) for kw in range(kw_count)]
+    slices, taps = _tap_slices(op), _filter_taps(op)
     d = [ir.AffineDimExpr.get(i) for i in range(6)]  # n, g, f, oh, ow, then the channels
     # The filter's taps first: the tuner reads the first operand's dims as M, the filters, and
     # vectorizes N, the output's contiguous positions (as grouped_im2col orders its operands)
@@ -374,21 +377,24 @@ def depthwise_taps(text: str) -> tuple[str, int]:
     return _rewrite(text, _takes(DEPTHWISE), _depthwise_as_taps)
 
 
+_grouped_takes = _takes(GROUPED)
+
+
 def _taps_take(op) -> bool:
     """A grouped conv of unit width stride (its slices contiguous rows) and an output row of
     at least TAPS_MIN_WIDTH."""
     from iree.compiler import ir
 
-    return (_window(op, "strides")[1] == 1
+    return (_grouped_takes(op) and _window(op, "strides")[1] == 1
             and ir.RankedTensorType(op.results[0].type).shape[-1] >= TAPS_MIN_WIDTH)
 
 
 def grouped_taps(text: str) -> tuple[str, int]:
-    return _rewrite(text, lambda op: _takes(GROUPED)(op) and _taps_take(op), _grouped_as_taps)
+    return _rewrite(text, _taps_take, _grouped_as_taps)
 
 
 def grouped_im2col(text: str) -> tuple[str, int]:
-    return _rewrite(text, lambda op: _takes(GROUPED)(op) and not _taps_take(op),
+    return _rewrite(text, lambda op: _grouped_takes(op) and not _taps_take(op),
                     _grouped_as_im2col)
 
 

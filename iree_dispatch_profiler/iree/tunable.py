@@ -146,6 +146,7 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
     """A contraction, convolution or attention op as the tuner sees it."""
     from iree.compiler.dialects import linalg
 
+    products = 1
     if kind == ATTENTION:
         dims = _attention_dims(op)
     elif kind == MMT4D:  # batch_mmt4d's first loop is its batch
@@ -153,7 +154,7 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
         dims = (("batch", tuple(range(first))),
                 *((name, (first + i,)) for i, name in enumerate(MMT4D_DIMS[1:])))
     elif kind == SUMMED:
-        dims = _summed_products(op)[0]
+        dims, products = _summed_products(op)
     else:
         if kind == CONTRACTION:
             inferred, names = linalg.infer_contraction_dimensions(op), CONTRACTION_DIMS
@@ -163,8 +164,7 @@ def describe(op, index: int, function: str, kind: str) -> TunableOp:
     operands = op.operands
     return TunableOp(index, function, op.operation.name, kind, _loop_bounds(op), dims,
                      tuple(str(v.type) for v in operands), _element(operands[0]),
-                     _element(operands[len(operands) - 1]),
-                     _summed_products(op)[1] if kind == SUMMED else 1)
+                     _element(operands[len(operands) - 1]), products)
 
 
 def _attention_dims(op) -> tuple[tuple[str, tuple[int, ...]], ...]:
