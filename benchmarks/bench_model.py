@@ -3,10 +3,10 @@
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
 classes users bring: transformer layers (encoder, causal), an LLM decode step against a KV
 cache, ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck,
-a CNN classifier (batch norm, global average pool) and an MLP. They read their weights from a parameter archive, as deployed models do (an .irpa
-of random weights is written for each, and PyTorch is given the same ones); the encoder block
-also comes with its weights as function arguments, the other way models are exported, to show
-what that costs.
+a CNN classifier (batch norm, global average pool), an MLP and a small MLP head. They read
+their weights from a parameter archive, as deployed models do (an .irpa of random weights is
+written for each, and PyTorch is given the same ones); the encoder block also comes with its
+weights as function arguments, the other way models are exported, to show what that costs.
 
 For each model it runs the whole loop as a user would (search IREE's module flags, rank the
 dispatches under the best, tune the hot ones inside the model, write flags and one spec, check
@@ -15,7 +15,8 @@ call of IREE's default, IREE's data tiling, the tuned model and, when torch and 
 importable (`pip install -e ".[torch]"`), PyTorch eager on the same module and the same inputs
 (torch threads = physical cores, as IREE's local-task), all in one interleaved session: times
 with 95% intervals, and the tuned model against each. The tuned model and PyTorch are also
-timed under SCHED_BATCH (iree/process.py: IREE's wait spins on a worker it can preempt), and
+timed under SCHED_BATCH (iree/process.py: IREE's wait spins on a worker it can preempt), the
+tuned model on local-sync too where its answer runs there (and PyTorch then on one thread), and
 each side is compared at its better scheduling. Each sample of either is the mean ms per
 call over the sample's consecutive calls (IREE: iree-benchmark-module's loop; PyTorch: a Python
 loop), slow calls included, as a serving loop sees them."""
@@ -55,6 +56,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
     "resnet_stage_b1": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1",
     "resnet_stage_b2": "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2",
     "mlp_1024": "MLP: 64 x 512 -> 1024 -> 512, ReLU",
+    "mlp_head": "MLP classifier head: 1 x 256 -> 256 -> 10, ReLU (dispatches of a few "
+                "microseconds)",
     "mobilenet_block": "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 depthwise, "
                        "56x56, batch 1",
     "resnext_block": "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> 256 channels, "
@@ -77,6 +80,10 @@ TORCH = "PyTorch eager"
 # Each side also under SCHED_BATCH (process.BATCH says why IREE's call can gain), and compared
 # at its better policy: like the BLAS anchor, PyTorch at its best too.
 BATCHED = " | SCHED_BATCH"
+# the tuned model on local-sync too where the answer's run command names it (autotune.py
+# found its dispatches too small to repay IREE's worker threads), and PyTorch on one thread
+SYNCED = " | local-sync"
+ONE_THREAD = " | 1 thread"
 
 
 # glibc's malloc: M_TRIM_THRESHOLD, M_MMAP_THRESHOLD (malloc.h)
@@ -129,9 +136,10 @@ TORCH_BEST = "PyTorch eager at its better scheduling"
 
 
 def better(outcomes: dict, label: str) -> str:
-    """`label` or `label` under SCHED_BATCH, whichever has the lower median (a failed one
-    never)."""
-    timed = [n for n in (label, label + BATCHED) if n in outcomes and not outcomes[n].reason]
+    """`label`, `label` under SCHED_BATCH or on one thread (local-sync), whichever has the
+    lowest median (a failed one never)."""
+    timed = [n for n in (label, label + BATCHED, label + SYNCED, label + ONE_THREAD)
+             if n in outcomes and not outcomes[n].reason]
     return min(timed, key=lambda n: outcomes[n].runtime.median) if timed else label
 
 
@@ -152,6 +160,20 @@ def under_batch(sample):
     return batched
 
 
+def one_thread(sample):
+    """`sample` taken with PyTorch on one thread (as IREE's local-sync)."""
+    def single(seconds: float):
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return sample(seconds)
+        finally:
+            torch.set_num_threads(threads)
+    return single
+
+
 def time_goes(lines: list[str]) -> list[str]:
     """autotune.py's block on where the answer's call goes: its slowest dispatches at their
     GFLOP/s against the session's compute ceiling, and the call's time beyond them."""
@@ -167,9 +189,9 @@ def time_goes(lines: list[str]) -> list[str]:
 
 
 def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
-                 weights: dict[str, np.ndarray]) -> dict:
+                 weights: dict[str, np.ndarray], sync: bool = False) -> dict:
     """One interleaved session of the whole call: IREE's builds (the tuned one when flags or a
-    spec won) and PyTorch eager, on the same weights."""
+    spec won, and with `sync` on local-sync too) and PyTorch eager, on the same weights."""
     lowered = work / "model_input.mlir"
     signature = modules.find_function(lowered, None)
     paths = sorted(work.glob("main_input*.npy"), key=lambda p: int(p.stem.split("input")[1]))
@@ -178,12 +200,16 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     candidates, notes = [], []
     batch = process.can_schedule(process.BATCH)
     for label, file in BUILDS.items():
-        for policy in ("", process.BATCH) if label == TUNED and batch else ("",):
+        ways = [("", "local-task", "")]
+        if label == TUNED:
+            ways += [(BATCHED, "local-task", process.BATCH)] if batch else []
+            ways += [(SYNCED, "local-sync", "")] if sync else []
+        for suffix, device, policy in ways:
             if (work / file).is_file():
-                bench = Benchmark(tools, work / file, signature.name, "local-task",
+                bench = Benchmark(tools, work / file, signature.name, device,
                                   [f"@{p}" for p in paths], flags=parameters, timeout=600,
                                   source=INVOCATION, scheduling=policy)
-                candidates.append(Candidate(label + (BATCHED if policy else ""), bench.sample))
+                candidates.append(Candidate(label + suffix, bench.sample))
     call = torch_eager(name, inputs, weights)
     if call is not None:
         import torch
@@ -204,6 +230,9 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
         candidates.append(Candidate(TORCH, lambda s: timed_calls(call, s, statistics.fmean)))
         if batch:
             candidates.append(Candidate(TORCH + BATCHED, under_batch(
+                lambda s: timed_calls(call, s, statistics.fmean))))
+        if sync:  # IREE on one thread: PyTorch may take one too
+            candidates.append(Candidate(TORCH + ONE_THREAD, one_thread(
                 lambda s: timed_calls(call, s, statistics.fmean))))
         notes.append(f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
     measured = measure(candidates, "IREE default", Protocol(time_budget=seconds))
@@ -259,7 +288,9 @@ def main() -> int:
         print("\n".join(line for line in lines if line.startswith(SUMMARY_PREFIXES)
                         or line.startswith("  answer:")))
         print("\n".join(time_goes(lines)))
-        session = side_by_side(name, paths.work, args.confirm_seconds, parameters, weights)
+        script = paths.compile_script
+        sync = script.is_file() and "--device=local-sync" in script.read_text()
+        session = side_by_side(name, paths.work, args.confirm_seconds, parameters, weights, sync)
         outcomes = session["outcomes"]
         print("whole model call, one interleaved session (median of samples, each the mean ms per call [95%]):")
         for label, outcome in outcomes.items():
@@ -269,7 +300,8 @@ def main() -> int:
         best = better(outcomes, TUNED if TUNED in outcomes else "IREE default")
         torch_best = better(outcomes, TORCH)
         verdicts = {}
-        for other in ("IREE default", "IREE data tiling", TORCH, TORCH + BATCHED):
+        for other in ("IREE default", "IREE data tiling", TORCH, TORCH + BATCHED,
+                      TORCH + ONE_THREAD):
             if other in outcomes and other != best and not outcomes[other].reason:
                 ratio = stats.speedup(outcomes[other].samples, outcomes[best].samples)
                 verdicts[other] = ratio
@@ -283,8 +315,11 @@ def main() -> int:
     print("\n== summary: whole call, median ms; the tuned model (or IREE's default, without a "
           "spec) against PyTorch eager (95%), each at its better scheduling (| batch: under "
           "SCHED_BATCH)")
-    columns = [*BUILDS, TUNED + BATCHED, TORCH, TORCH + BATCHED]
-    shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TORCH + BATCHED: "PyTorch | batch"}
+    synced = any(TUNED + SYNCED in o for _, _, o, _ in summary)
+    columns = [*BUILDS, TUNED + BATCHED, *([TUNED + SYNCED] if synced else []), TORCH,
+               TORCH + BATCHED, *([TORCH + ONE_THREAD] if synced else [])]
+    shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TUNED + SYNCED: "tuned | sync",
+             TORCH + BATCHED: "PyTorch | batch", TORCH + ONE_THREAD: "PyTorch | 1 thread"}
     header = (f"{'model':<20} {'tuning':>7} "
               + " ".join(f"{shown.get(label, label):>16}" for label in columns)
               + "   tuned vs PyTorch")

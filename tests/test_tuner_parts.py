@@ -376,6 +376,30 @@ def test_runners_up_with_the_spec_are_the_next_sets_that_may_tie_and_one_must_cl
     assert fastest_significant({}) is None
 
 
+def test_a_target_too_small_to_change_the_whole_call_is_not_tuned():
+    """Of the targets covering the dispatch time, one whose dispatches (summed: target 2 runs
+    in two) take under MIN_EFFECT of the whole call is left out and named; --top, or no whole
+    call timed, chooses as before."""
+    from iree_dispatch_profiler.tuning.model.ranking import choose_hot
+
+    def rows():
+        found, cumulative = [], 0.0
+        for target, ms in ((0, 8.0), (1, 4.0), ("", 2.5), (2, 1.0), (2, 1.0), (3, 0.1)):
+            cumulative += ms / 16.6
+            found.append({"target": target, "ms": ms, "share": ms / 16.6,
+                          "cumulative_share": cumulative})
+        return found
+    ranked = rows()
+    assert choose_hot(ranked, None, call_ms=100.0) == [2]  # 2 ms < 3% of 100 ms; 3: past 90%
+    assert [r["hot"] for r in ranked] == ["yes", "yes", "no", "no", "no", "no"]
+    assert choose_hot(ranked, None, call_ms=50.0) == []  # 2 ms >= 1.5 ms
+    assert [r["hot"] for r in ranked][:5] == ["yes", "yes", "no", "yes", "yes"]
+    for top, call in ((3, 100.0), (None, None)):
+        ranked = rows()
+        assert choose_hot(ranked, top, call) == []
+        assert [r["hot"] for r in ranked] == ["yes", "yes", "no", "yes", "yes", "no"]
+
+
 def test_the_budget_goes_where_the_expected_gain_is():
     from iree_dispatch_profiler.tuning.model.budget import Task, next_task
     from iree_dispatch_profiler.tuning.model.tuner import TuningTarget
@@ -726,28 +750,42 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
         "dispatches' 3.500 ms, timed in other processes)")
 
 
-def test_the_runtime_line_says_to_run_under_sched_batch_only_where_it_was_faster():
-    """SCHED_BATCH significantly faster: the line says so and how to run it, and the answer's
-    run command uses it; significantly slower or a tie: said, and the run command is left as
-    it is; not timed: no line."""
+def test_the_runtime_lines_say_how_to_run_it_only_where_a_way_was_faster():
+    """Each way of running the call gets a line against the tuner's own; the fastest of the
+    significantly faster ones says how to run it (SCHED_BATCH: chrt; local-sync: its device),
+    a slower one or a tie is said and not recommended; nothing timed: no line."""
     from iree_dispatch_profiler.core.stats import Estimate
     from iree_dispatch_profiler.tuning.model import final, verdict
 
+    own = final.Runtime("default", "local-task")
+    batch = final.Runtime(final.BATCH_RUNTIME, "local-task", "batch")
+    sync = final.Runtime(final.SYNC, final.SYNC)
     result = final.ModelResult(None, None, [], None, None, None, None, None, {}, {}, {})
-    faster = dataclasses.replace(result, scheduling=Estimate(1.8, 1.6, 2.0, 0.01, 10))
-    slower = dataclasses.replace(result, scheduling=Estimate(0.8, 0.7, 0.9, 0.01, 10))
-    tie = dataclasses.replace(result, scheduling=Estimate(1.2, 0.9, 1.6, 0.01, 10))
-    assert verdict.batch_faster(faster) and not verdict.batch_faster(slower)
-    assert not verdict.batch_faster(tie) and not verdict.batch_faster(result)
-    assert verdict.scheduling_line(faster) == (
+
+    def timed(batch_speedup, sync_speedup):
+        return dataclasses.replace(result, runtimes=[
+            (own, None), (batch, Estimate(*batch_speedup, 0.01, 10)),
+            (sync, Estimate(*sync_speedup, 0.01, 10))])
+    batch_best = timed((1.8, 1.6, 2.0), (0.8, 0.7, 0.9))
+    assert verdict.best_runtime(batch_best) == batch
+    assert verdict.runtime_lines(batch_best) == [
         "Runtime: IREE's default's whole call under SCHED_BATCH is faster by 1.80x [1.60, 2.00] "
-        "than under the default scheduling: run it with `chrt --batch 0` (a waking SCHED_BATCH "
-        "thread does not preempt the IREE worker that its wait spins on)")
-    assert verdict.scheduling_line(slower).endswith("slower by 1.25x [1.11, 1.43] than under "
-                                                    "the default scheduling")
-    assert "no significant difference" in verdict.scheduling_line(tie)
-    assert verdict.scheduling_line(result) == ""
-    assert verdict.scheduling_line(faster) in verdict.verdict_lines(faster)
+        "than as timed (local-task, the default scheduling): run it with `chrt --batch 0` (a "
+        "waking SCHED_BATCH thread does not preempt the IREE worker that its wait spins on)",
+        "Runtime: IREE's default's whole call on local-sync is slower by 1.25x [1.11, 1.43] than "
+        "as timed (local-task, the default scheduling)"]
+    # both faster: the faster one is recommended, the other only said
+    sync_best = timed((1.3, 1.2, 1.4), (1.9, 1.7, 2.1))
+    assert verdict.best_runtime(sync_best) == sync
+    lines = verdict.runtime_lines(sync_best)
+    assert lines[1].endswith(": run it with `--device=local-sync` (its dispatches are too small "
+                             "for a second thread to repay handing them to IREE's workers)")
+    assert "run it with" not in lines[0] and "faster by 1.30x" in lines[0]
+    tie = timed((1.2, 0.9, 1.6), (0.95, 0.8, 1.1))
+    assert verdict.best_runtime(tie) is None
+    assert all("no significant difference" in line for line in verdict.runtime_lines(tie))
+    assert verdict.best_runtime(result) is None and verdict.runtime_lines(result) == []
+    assert verdict.runtime_lines(sync_best)[1] in verdict.verdict_lines(sync_best)
 
 
 def test_a_spec_that_slows_the_whole_model_is_not_shipped():

@@ -320,6 +320,8 @@ MODELS = {
                              "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2", inputs=1),
     "mlp_1024": Model(Mlp, [(64, 512), (1024, 512), (1024,), (512, 1024), (512,)], BENCHMARKS,
                       "MLP: 64 x 512 -> 1024 -> 512, ReLU", inputs=1),
+    "mlp_head": Model(Mlp, [(1, 256), (256, 256), (256,), (10, 256), (10,)], BENCHMARKS,
+                      inputs=1),
     "mobilenet_block": Model(InvertedResidual, inverted_residual_args(24, 6, 56), BENCHMARKS,
                              "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 "
                              "depthwise, 56x56, batch 1", inputs=1),

@@ -28,6 +28,26 @@ from iree_dispatch_profiler.tuning.model.spec_check import check_spec, iree_own
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.spec import Entry
 
+
+@dataclass(frozen=True)
+class Runtime:
+    """A way to run the shipped call that no compile flag reaches: a HAL device and a CPU
+    scheduling policy (process.POLICIES)."""
+    name: str
+    device: str
+    policy: str = ""
+
+
+BATCH_RUNTIME = "SCHED_BATCH"
+# IREE's synchronous device runs each dispatch in the calling thread: no hand-off to worker
+# threads and no wake-ups, at one thread's speed. It wins where dispatches are too small for a
+# second core to repay the hand-off: a one-layer text classifier (14 dispatches, 28 us of
+# them) took 0.042 ms a call there against 0.073-0.108 on local-task; a GPT-2 decode step
+# (0.78 -> 1.57 ms) and an encoder block (1.43 -> 2.60 ms) lost (Zen 4, 2 cores).
+SYNC = "local-sync"
+TASK = "local-task"
+
+
 @dataclass
 class ModelResult:
     spec: Path | None  # None: no spec
@@ -48,9 +68,11 @@ class ModelResult:
     # where the root op's work is known
     work: dict[str, float] = dataclasses.field(default_factory=dict)
     source: str = ""  # the source rewrite the answer compiles ("": the model's own)
-    # the shipped build's whole call under SCHED_BATCH against the default scheduling (None:
-    # not timed: another machine runs the candidates, or no such policy here)
-    scheduling: stats.Estimate | None = None
+    # the ways the shipped build's whole call was timed (runtimes()), each with its speedup
+    # against the first, the tuner's own way (None there); empty: not timed (another machine
+    # runs the candidates)
+    runtimes: list[tuple[Runtime, stats.Estimate | None]] = dataclasses.field(
+        default_factory=list)
 
     @property
     def answer(self) -> bool:
@@ -147,25 +169,42 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        if tuner.rewrite else "")
 
 
-def time_scheduling(tuner: ModelTuner, result: ModelResult) -> ModelResult:
+def runtimes(device: str) -> list[Runtime]:
+    """The ways the shipped call is timed: as the tuner ran it, under SCHED_BATCH where this
+    OS has it, and on local-sync where the tuner ran local-task."""
+    found = [Runtime(DEFAULT, device)]
+    if process.can_schedule(process.BATCH):
+        found.append(Runtime(BATCH_RUNTIME, device, process.BATCH))
+    if device == TASK:
+        found.append(Runtime(SYNC, SYNC))
+    return found
+
+
+def time_runtimes(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     """The result with the whole call of what it ships (IREE's default where it ships
-    nothing) timed under SCHED_BATCH against the default scheduling, interleaved: a lever of
-    the runtime that no compile flag reaches (process.BATCH says why)."""
-    if tuner.runner not in (None, process.run) or not process.can_schedule(process.BATCH):
+    nothing) timed each way of `runtimes` against the tuner's own, interleaved: levers of the
+    runtime (process.BATCH and SYNC say why each can gain)."""
+    if tuner.runner not in (None, process.run):
         return result
     shipped = result.answer and result.outputs_ok and tuner.s.paths.answer_build.is_file()
     vmfb = tuner.s.paths.answer_build if shipped else tuner.iree_default.vmfb
-    benches = {policy: tuner.timers.benchmark(vmfb, tuner.function, tuner.device,
-                                              tuner.inputs[tuner.function].flags,
-                                              flags=tuner.run_flags, timeout=tuner.s.run_timeout,
-                                              whole_call=True, scheduling=policy)
-               for policy in process.POLICIES}
+    ways = runtimes(tuner.device)
+    benches = [tuner.timers.benchmark(vmfb, tuner.function, r.device,
+                                      tuner.inputs[tuner.function].flags, flags=tuner.run_flags,
+                                      timeout=tuner.s.run_timeout, whole_call=True,
+                                      scheduling=r.policy) for r in ways]
     start = time.perf_counter()
-    measured = measure([Candidate(policy or DEFAULT, b.sample) for policy, b in benches.items()],
-                       DEFAULT, Protocol(time_budget=tuner.s.confirm_seconds))
-    tuner.log.phase("scheduling", time.perf_counter() - start)
-    batch = measured.outcomes[process.BATCH]
-    return dataclasses.replace(result, scheduling=None if batch.reason else batch.speedup)
+    measured = measure([Candidate(r.name, b.sample) for r, b in zip(ways, benches)], DEFAULT,
+                       Protocol(time_budget=tuner.s.confirm_seconds))
+    tuner.log.phase("runtime", time.perf_counter() - start)
+    timed = []
+    for way in ways:
+        outcome = measured.outcomes[way.name]
+        if outcome.reason:
+            tuner.log(f"Runtime {way.name}: not timed: {outcome.reason}")
+        elif way.name == DEFAULT or outcome.speedup is not None:
+            timed.append((way, outcome.speedup))
+    return dataclasses.replace(result, runtimes=timed if timed and timed[0][0] == ways[0] else [])
 
 
 def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:

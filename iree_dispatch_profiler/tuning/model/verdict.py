@@ -14,7 +14,9 @@ from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.tuning.plots import model_plot
 from iree_dispatch_profiler.tuning.engine import DEFAULT
-from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult, time_scheduling
+from iree_dispatch_profiler.iree import process
+from iree_dispatch_profiler.tuning.model import final
+from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult
 from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, ModelTuner
 
 def times_line(result: ModelResult) -> str:
@@ -46,28 +48,51 @@ def model_line(result: ModelResult) -> str:
 
 
 BATCH_RUN = ["chrt", "--batch", "0"]  # util-linux: run a command under SCHED_BATCH
+# why each way of running can be faster (final.runtimes)
+WHY_FASTER = {
+    final.BATCH_RUNTIME: "a waking SCHED_BATCH thread does not preempt the IREE worker that its wait "
+                 "spins on",
+    final.SYNC: "its dispatches are too small for a second thread to repay handing them to "
+                "IREE's workers"}
 
 
-def batch_faster(result: ModelResult) -> bool:
-    """Whether the shipped call is significantly faster under SCHED_BATCH."""
-    found = result.scheduling
-    return bool(found is not None and found.n and stats.significant(found, stats.MIN_EFFECT)
-                and found.median > 1)
+def best_runtime(result: ModelResult) -> final.Runtime | None:
+    """Of the ways of running the shipped call that were significantly faster than the
+    tuner's own, the one of the highest median speedup; None where none was."""
+    faster = [(way, found) for way, found in result.runtimes
+              if found is not None and found.n and stats.significant(found, stats.MIN_EFFECT)
+              and found.median > 1]
+    return max(faster, key=lambda pair: pair[1].median)[0] if faster else None
 
 
-def scheduling_line(result: ModelResult) -> str:
-    """`Runtime: the answer's whole call under SCHED_BATCH is faster by 1.81x [...]`."""
-    found = result.scheduling
-    if found is None or not found.n:
-        return ""
+def how_to_run(runtime: final.Runtime) -> str:
+    return (shlex.join(BATCH_RUN) if runtime.policy == process.BATCH
+            else f"--device={runtime.device}")
+
+
+def runtime_lines(result: ModelResult) -> list[str]:
+    """`Runtime: the answer's whole call under SCHED_BATCH is faster by 1.81x [...] than as
+    timed (local-task, the default scheduling)`, a line per way it was timed; the best of
+    the significantly faster ones says how to run it, and why."""
+    if not result.runtimes:
+        return []
     what = "the answer's" if result.answer and result.outputs_ok else "IREE's default's"
-    if not stats.significant(found, stats.MIN_EFFECT):
-        return (f"Runtime: {what} whole call under SCHED_BATCH: no significant difference from "
-                f"the default scheduling ({found.median:.2f}x {found.interval('.2f')})")
-    return (f"Runtime: {what} whole call under SCHED_BATCH is {stats.direction(found)} than "
-            "under the default scheduling" + (
-                f": run it with `{shlex.join(BATCH_RUN)}` (a waking SCHED_BATCH thread does not "
-                "preempt the IREE worker that its wait spins on)" if batch_faster(result) else ""))
+    than = f"than as timed ({result.runtimes[0][0].device}, the default scheduling)"
+    best = best_runtime(result)
+    lines = []
+    for way, found in result.runtimes[1:]:
+        if found is None or not found.n:
+            continue
+        how = "under SCHED_BATCH" if way.policy == process.BATCH else f"on {way.device}"
+        if not stats.significant(found, stats.MIN_EFFECT):
+            lines.append(f"Runtime: {what} whole call {how}: no significant difference "
+                         f"({found.median:.2f}x {found.interval('.2f')}) {than}")
+            continue
+        line = f"Runtime: {what} whole call {how} is {stats.direction(found)} {than}"
+        if way == best:
+            line += f": run it with `{how_to_run(way)}` ({WHY_FASTER[way.name]})"
+        lines.append(line)
+    return lines
 
 
 def answer_flags(result: ModelResult) -> list[str]:
@@ -97,8 +122,10 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
                                    cpu_target=None)
     elsewhere = compile_command(tuner.tools, portable, s.input.resolve(), Path(vmfb),
                                 answer_flags(result))
-    run_line = [*(BATCH_RUN if batch_faster(result) else []),
-                "iree-run-module", f"--module={vmfb}", f"--device={tuner.device}",
+    best = best_runtime(result)
+    run_line = [*(BATCH_RUN if best is not None and best.policy == process.BATCH else []),
+                "iree-run-module", f"--module={vmfb}",
+                f"--device={best.device if best is not None else tuner.device}",
                 f"--function={tuner.function}", *tuner.run_flags,
                 *(f"--input={i}" for i in tuner.inputs[tuner.function].flags)]
     cpu = target.resolved_cpu()
@@ -112,8 +139,8 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
         shlex.join(["iree-compile", *timed[1:]]),
         "# For another machine, the same flags with the CPU IREE finds there:",
         "#   " + shlex.join(["iree-compile", *elsewhere[1:]]),
-        "# Run it as it was verified" + (" (under SCHED_BATCH, which was faster):"
-                                          if batch_faster(result) else ":"),
+        "# Run it as it was verified" + (f" ({how_to_run(best)}, which was faster):"
+                                          if best is not None else ":"),
         "#   " + shlex.join(run_line), ""])
     write_atomically(path, text)
     path.chmod(0o755)
@@ -149,7 +176,7 @@ def source_lines(result: ModelResult) -> list[str]:
 def verdict_lines(result: ModelResult) -> list[str]:
     return [*source_lines(result), outputs_line(result), model_line(result),
             *([times_line(result)] if result.times else []), *comparison_lines(result),
-            *filter(None, [scheduling_line(result)])]
+            *runtime_lines(result)]
 
 
 def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int],
@@ -256,7 +283,7 @@ def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[s
 def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
              tuned_targets: set[int], trials: dict[int, int] | None = None) -> int:
     """The verdict logged and written; `trials`: each tuned target's trials."""
-    result = time_scheduling(tuner, result)
+    result = final.time_runtimes(tuner, result)
     tuner.calibrate_end()
     log = tuner.log
     paths = tuner.s.paths
@@ -287,7 +314,7 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
         log(times_line(result))
     for line in comparison_lines(result):
         log(f"({line})")
-    for line in filter(None, [scheduling_line(result)]):
+    for line in runtime_lines(result):
         log(line)
     if shipped:
         write_compile_script(tuner, result, script)
