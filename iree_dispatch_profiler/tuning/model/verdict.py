@@ -11,10 +11,10 @@ from pathlib import Path
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.files import write_atomically
+from iree_dispatch_profiler.iree import process
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.tuning.plots import model_plot
 from iree_dispatch_profiler.tuning.engine import DEFAULT
-from iree_dispatch_profiler.iree import process
 from iree_dispatch_profiler.tuning.model import final
 from iree_dispatch_profiler.tuning.model.final import BUILD_NAMES, ModelResult
 from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, ModelTuner
@@ -50,8 +50,8 @@ def model_line(result: ModelResult) -> str:
 BATCH_RUN = ["chrt", "--batch", "0"]  # util-linux: run a command under SCHED_BATCH
 # why each way of running can be faster (final.runtimes)
 WHY_FASTER = {
-    final.BATCH_RUNTIME: "a waking SCHED_BATCH thread does not preempt the IREE worker that its wait "
-                 "spins on",
+    final.BATCH_RUNTIME: "a waking SCHED_BATCH thread does not preempt the IREE worker that "
+                         "its wait spins on",
     final.SYNC: "its dispatches are too small for a second thread to repay handing them to "
                 "IREE's workers"}
 
