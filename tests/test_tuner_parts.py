@@ -783,6 +783,9 @@ def test_the_runtime_lines_say_how_to_run_it_only_where_a_way_was_faster():
     assert "run it with" not in lines[0] and "faster by 1.30x" in lines[0]
     tie = timed((1.2, 0.9, 1.6), (0.95, 0.8, 1.1))
     assert verdict.best_runtime(tie) is None
+    assert verdict.runtime_lines(tie)[0] == (
+        "Runtime: IREE's default's whole call under SCHED_BATCH: no significant difference from "
+        "the call as timed (local-task, the default scheduling) (1.20x [0.90, 1.60])")
     assert all("no significant difference" in line for line in verdict.runtime_lines(tie))
     assert verdict.best_runtime(result) is None and verdict.runtime_lines(result) == []
     assert verdict.runtime_lines(sync_best)[1] in verdict.verdict_lines(sync_best)

@@ -77,7 +77,7 @@ def runtime_lines(result: ModelResult) -> list[str]:
     if not result.runtimes:
         return []
     what = "the answer's" if result.answer and result.outputs_ok else "IREE's default's"
-    than = f"than as timed ({result.runtimes[0][0].device}, the default scheduling)"
+    timed = f"as timed ({result.runtimes[0][0].device}, the default scheduling)"
     best = best_runtime(result)
     lines = []
     for way, found in result.runtimes[1:]:
@@ -85,10 +85,10 @@ def runtime_lines(result: ModelResult) -> list[str]:
             continue
         how = "under SCHED_BATCH" if way.policy == process.BATCH else f"on {way.device}"
         if not stats.significant(found, stats.MIN_EFFECT):
-            lines.append(f"Runtime: {what} whole call {how}: no significant difference "
-                         f"({found.median:.2f}x {found.interval('.2f')}) {than}")
+            lines.append(f"Runtime: {what} whole call {how}: no significant difference from "
+                         f"the call {timed} ({found.median:.2f}x {found.interval('.2f')})")
             continue
-        line = f"Runtime: {what} whole call {how} is {stats.direction(found)} {than}"
+        line = f"Runtime: {what} whole call {how} is {stats.direction(found)} than {timed}"
         if way == best:
             line += f": run it with `{how_to_run(way)}` ({WHY_FASTER[way.name]})"
         lines.append(line)
