@@ -754,6 +754,8 @@ def test_the_runtime_lines_say_how_to_run_it_only_where_a_way_was_faster():
     """Each way of running the call gets a line against the tuner's own; the fastest of the
     significantly faster ones says how to run it (SCHED_BATCH: chrt; local-sync: its device),
     a slower one or a tie is said and not recommended; nothing timed: no line."""
+    from pathlib import Path
+
     from iree_dispatch_profiler.core.stats import Estimate
     from iree_dispatch_profiler.tuning.model import final, verdict
 
@@ -789,6 +791,10 @@ def test_the_runtime_lines_say_how_to_run_it_only_where_a_way_was_faster():
     assert all("no significant difference" in line for line in verdict.runtime_lines(tie))
     assert verdict.best_runtime(result) is None and verdict.runtime_lines(result) == []
     assert verdict.runtime_lines(sync_best)[1] in verdict.verdict_lines(sync_best)
+    # with nothing shipped, the answer line carries the way to run IREE's default
+    assert verdict.answer_line(sync_best, Path("m_compile.sh")) == (
+        "Answer: IREE's default, run with `--device=local-sync`")
+    assert verdict.answer_line(tie, Path("m_compile.sh")) == "Answer: IREE's default"
 
 
 def test_a_spec_that_slows_the_whole_model_is_not_shipped():

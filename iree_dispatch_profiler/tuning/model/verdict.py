@@ -103,10 +103,12 @@ def answer_flags(result: ModelResult) -> list[str]:
 
 def answer_line(result: ModelResult, script: Path) -> str:
     """What to compile the model with."""
+    best = best_runtime(result)  # IREE's default's, where nothing is shipped
+    run = f", run with `{how_to_run(best)}`" if best is not None else ""
     if not result.answer:
-        return "Answer: IREE's default"
+        return f"Answer: IREE's default{run}"
     if not result.outputs_ok:
-        return "Answer: IREE's default (the tuned answer's outputs disagree: not shipped)"
+        return f"Answer: IREE's default{run} (the tuned answer's outputs disagree: not shipped)"
     return (f"Answer: sh {script} (the iree-compile command that was timed; inside, the same "
             "for another CPU)")
 
