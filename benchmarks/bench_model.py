@@ -38,6 +38,7 @@ import pandas as pd
 from common import ROOT, write_parameters
 
 from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.library import LOCAL_SYNC, LOCAL_TASK
 from iree_dispatch_profiler.iree import iree_jobs, modules, process
 from iree_dispatch_profiler.iree.launchers import run_module
 from iree_dispatch_profiler.iree.timing import Benchmark, INVOCATION
@@ -200,10 +201,10 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     candidates, notes = [], []
     batch = process.can_schedule(process.BATCH)
     for label, file in BUILDS.items():
-        ways = [("", "local-task", "")]
+        ways = [("", LOCAL_TASK, "")]
         if label == TUNED:
-            ways += [(BATCHED, "local-task", process.BATCH)] if batch else []
-            ways += [(SYNCED, "local-sync", "")] if sync else []
+            ways += [(BATCHED, LOCAL_TASK, process.BATCH)] if batch else []
+            ways += [(SYNCED, LOCAL_SYNC, "")] if sync else []
         for suffix, device, policy in ways:
             if (work / file).is_file():
                 bench = Benchmark(tools, work / file, signature.name, device,
@@ -289,7 +290,7 @@ def main() -> int:
                         or line.startswith("  answer:")))
         print("\n".join(time_goes(lines)))
         script = paths.compile_script
-        sync = script.is_file() and "--device=local-sync" in script.read_text()
+        sync = script.is_file() and f"--device={LOCAL_SYNC}" in script.read_text()
         session = side_by_side(name, paths.work, args.confirm_seconds, parameters, weights, sync)
         outcomes = session["outcomes"]
         print("whole model call, one interleaved session (median of samples, each the mean ms per call [95%]):")

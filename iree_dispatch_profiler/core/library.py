@@ -100,15 +100,17 @@ class Device(enum.Enum):
     VULKAN = "vulkan"
 
 
+# IREE's CPU devices: a pool of worker threads, or the calling thread alone
+LOCAL_TASK, LOCAL_SYNC = "local-task", "local-sync"
 # The IREE runtime driver that runs each backend's executables by default.
 DEFAULT_RUNTIME_DEVICE = {
-    Device.LLVMCPU: "local-task",
+    Device.LLVMCPU: LOCAL_TASK,
     Device.CUDA: "cuda",
     Device.ROCM: "hip",
     Device.VULKAN: "vulkan",
 }
 RUNTIME_DEVICES = {
-    Device.LLVMCPU: ("local-task", "local-sync"),
+    Device.LLVMCPU: (LOCAL_TASK, LOCAL_SYNC),
     Device.CUDA: ("cuda",),
     Device.ROCM: ("hip",),
     Device.VULKAN: ("vulkan",),

@@ -10,7 +10,8 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from iree_dispatch_profiler.core.library import CpuTarget, Device, Target, UserError
+from iree_dispatch_profiler.core.library import (LOCAL_SYNC, LOCAL_TASK, CpuTarget, Device,
+                                                  Target, UserError)
 from iree_dispatch_profiler.iree.process import Runner, run
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.ops import cpu_tiles
@@ -135,6 +136,6 @@ def run_facts(tools: IreeTools, target: Target, device: str, facts: dict, timed_
 
 def runtime_threads(device: str, physical_cores: int) -> int | str:
     """Worker threads of the runtime device: local-task uses one per physical core."""
-    if device == "local-sync":
+    if device == LOCAL_SYNC:
         return 1
-    return physical_cores if device == "local-task" else "N/A"
+    return physical_cores if device == LOCAL_TASK else "N/A"

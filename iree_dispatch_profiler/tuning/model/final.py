@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from iree_dispatch_profiler.core import stats
-from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.core.library import LOCAL_SYNC, LOCAL_TASK, UserError
 from iree_dispatch_profiler.iree import process
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.timing import Benchmark
@@ -44,8 +44,7 @@ BATCH_RUNTIME = "SCHED_BATCH"
 # second core to repay the hand-off: a one-layer text classifier (14 dispatches, 28 us of
 # them) took 0.042 ms a call there against 0.073-0.108 on local-task; a GPT-2 decode step
 # (0.78 -> 1.57 ms) and an encoder block (1.43 -> 2.60 ms) lost (Zen 4, 2 cores).
-SYNC = "local-sync"
-TASK = "local-task"
+SYNC = LOCAL_SYNC
 
 
 @dataclass
@@ -175,7 +174,7 @@ def runtimes(device: str) -> list[Runtime]:
     found = [Runtime(DEFAULT, device)]
     if process.can_schedule(process.BATCH):
         found.append(Runtime(BATCH_RUNTIME, device, process.BATCH))
-    if device == TASK:
+    if device == LOCAL_TASK:
         found.append(Runtime(SYNC, SYNC))
     return found
 
@@ -197,14 +196,14 @@ def time_runtimes(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     measured = measure([Candidate(r.name, b.sample) for r, b in zip(ways, benches)], DEFAULT,
                        Protocol(time_budget=tuner.s.confirm_seconds))
     tuner.log.phase("runtime", time.perf_counter() - start)
-    timed = []
+    outcomes = measured.outcomes
     for way in ways:
-        outcome = measured.outcomes[way.name]
-        if outcome.reason:
-            tuner.log(f"Runtime {way.name}: not timed: {outcome.reason}")
-        elif way.name == DEFAULT or outcome.speedup is not None:
-            timed.append((way, outcome.speedup))
-    return dataclasses.replace(result, runtimes=timed if timed and timed[0][0] == ways[0] else [])
+        if outcomes[way.name].reason:
+            tuner.log(f"Runtime {way.name}: not timed: {outcomes[way.name].reason}")
+    if outcomes[DEFAULT].reason:  # nothing to compare the others with
+        return result
+    return dataclasses.replace(result, runtimes=[
+        (way, outcomes[way.name].speedup) for way in ways if not outcomes[way.name].reason])
 
 
 def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:
