@@ -1,6 +1,7 @@
 """The auto-tuner's parts without the compiler: spaces valid for every CPU family, strategies
 that learn, and the seed's config file read as printed."""
 import dataclasses
+import math
 import itertools
 
 import numpy as np
@@ -68,6 +69,24 @@ def test_a_sum_of_contractions_with_a_unit_loop_is_left_to_the_model_tuner():
     batch_one = dataclasses.replace(summed(28), loops=(1, 32, 8, 28, 28, 8), dims=(
         ("batch", (1,)), ("m", (2,)), ("n", (0, 3, 4)), ("k", (5,))))
     assert "unit loop" in kinds.not_tunable(batch_one) and "--model" in kinds.not_tunable(batch_one)
+
+
+def test_a_distribution_tile_past_the_innermost_loop_takes_whole_rows():
+    """grouped_taps' op, 28 rows of 28: a tile within a row leaves the rows loop at 1, a larger
+    one takes rows of 32 (the row rounded up to a power of two) and the rest in rows; the
+    register block stays in the row. The cost model counts the workgroups of all the loops."""
+    space = tuning_space.build(summed(28), AVX512, {}, {})
+    assert {p.tile_n for p in space.tiles} >= {16, 32, 64, 256}
+    for tile_n, tiles in ((16, "1, 8, 1, 16, 0"), (32, "1, 8, 1, 32, 0"),
+                          (64, "1, 8, 2, 32, 0"), (256, "1, 8, 8, 32, 0")):
+        point = next(p for p in space.tiles if p.tile_n == tile_n and p.vector_m == 4)
+        config = tuning_space.configuration(summed(28), point).lowering_config
+        assert f"distribution = [{tiles}]" in config
+        assert "vector_common_parallel = [1, 4, 1, 16, 0]" in config or \
+            "vector_common_parallel = [1, 4, 1, 32, 0]" in config
+    workgroups = {p.tile_n: space.features(p)[5] for p in space.tiles}
+    assert workgroups[256] == pytest.approx(math.log2(math.ceil(28 * 28 / 256)))
+    assert workgroups[16] == pytest.approx(math.log2(28 * 28 / 16))
 
 
 def test_configuration_tiles_only_the_innermost_m_and_n_loops():
@@ -420,6 +439,18 @@ def test_the_budget_goes_where_the_expected_gain_is():
     assert next_task([task(1.0, [1.0, 1.1]), warmed]) is warmed
     failed = Task(TuningTarget(MATMUL, ("d",), 5.0), None, 32, [{"status": "wrong-result", "speedup": 9}])
     assert failed.best == 1.0 and failed.ms == 5.0  # a failed trial is no speedup
+    # the roofline bounds what a batch can save: a target near it loses to a smaller one far
+    # from it, and within MIN_EFFECT of it a target is done
+    near, far = task(9.0, [1.0, 2.0]), task(2.0, [1.0, 2.0])  # 4.5 and 1 ms now, both halved
+    assert next_task([near, far]) is near
+    near.floor_ms = 4.0  # 0.5 ms left, where the far one may save 0.55
+    assert near.expected_gain() == pytest.approx(0.5) and not near.at_roofline
+    assert next_task([near, far]) is far
+    near.floor_ms = 4.4  # 0.1 ms left: under MIN_EFFECT of its 4.5 ms, done
+    assert near.headroom == pytest.approx(0.1) and near.at_roofline
+    near.floor_ms = 4.6  # faster than the roofline (the ceiling measured low): done
+    assert near.headroom == 0.0 and near.at_roofline and near.expected_gain() == 0.0
+    assert not task(9.0, [1.0, 2.0]).at_roofline  # no roofline known: never done by it
 
 
 @pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)

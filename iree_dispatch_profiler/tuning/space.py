@@ -17,9 +17,9 @@ from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import kinds
 from iree_dispatch_profiler.tuning.spec import Matcher
 
-# Knobs of a tile point. On llvm-cpu tile_m/tile_n are the distribution tiles of the op's
-# innermost M and N loops (output width and channels for a conv; queries and the value head dim
-# for attention), tile_k its reduction tile (keys for attention);
+# Knobs of a tile point. On llvm-cpu tile_m/tile_n are the distribution tiles of the op's M and
+# N loops (output image and channels for a conv; queries and the value head dim for attention),
+# spread from the innermost loop out (kinds.spread), tile_k its reduction tile (keys for attention);
 # vector_m/vector_n the register block, derived from the target unless the user lists them;
 # peel (0/1) IREE's loop peeling, which it enables itself for shapes the tiles do not divide:
 # without it the remainders run masked, 3x slower on 500x300x700 (Zen 3);
@@ -135,7 +135,8 @@ class Space:
 def features(op: TunableOp, point: Point, l2_cache_bytes: int) -> list[float]:
     """What a cost model learns from a tile point: tile logs, workgroups, cache fit."""
     rows, cols, red = kinds.tiled_sizes(op)
-    workgroups = math.ceil(rows / point.tile_m) * math.ceil(cols / point.tile_n)
+    all_rows, all_cols, _ = kinds.tiled_extents(op)
+    workgroups = math.ceil(all_rows / point.tile_m) * math.ceil(all_cols / point.tile_n)
     footprint = (point.tile_m + point.tile_n) * red * kinds.element(op.input_element).bytes
     return [math.log2(point.tile_m), math.log2(point.tile_n), math.log2(point.tile_k),
             math.log2(point.vector_m), math.log2(point.vector_n), math.log2(workgroups),
@@ -151,6 +152,7 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
     spec for its mmt4d: the single-op tuner's)."""
     kind = kinds.of(op)
     rows, cols, red = kinds.tiled_sizes(op)
+    all_rows, all_cols, _ = kinds.tiled_extents(op)  # what distribution tiles spread over
     accumulator = kind.accumulator(op)
     if "vector_m" in lists or "vector_n" in lists:
         width = cpu_tiles.lanes(cpu, accumulator)
@@ -160,10 +162,10 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
         pairs = kind.vector_pairs(cpu, op, rows, cols, red, accumulator)
     pow2_ceil = cpu_tiles.pow2_ceil
     # a loop smaller than every size (a decode step's one row) is taken whole
-    tile_m = lists.get("tile_m", [s for s in kind.distribution_sizes if s <= pow2_ceil(rows)]
-                       or [pow2_ceil(rows)])
-    tile_n = lists.get("tile_n", [s for s in kind.distribution_sizes if s <= pow2_ceil(cols)]
-                       or [pow2_ceil(cols)])
+    tile_m = lists.get("tile_m", [s for s in kind.distribution_sizes if s <= pow2_ceil(all_rows)]
+                       or [pow2_ceil(all_rows)])
+    tile_n = lists.get("tile_n", [s for s in kind.distribution_sizes if s <= pow2_ceil(all_cols)]
+                       or [pow2_ceil(all_cols)])
     tile_k = lists.get("tile_k", [s for s in kind.reduction_tiles if s <= red])
     peel = lists.get("peel", list(kind.peel))
     points = []
@@ -229,6 +231,8 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
     rows, cols, red = (op.positions(d) for d in kind.tiled)
     whole = {loop: dim for dim in kind.whole for loop in op.positions(dim)}
     distribution, vector, reduction, cache_parallel, cache_reduction = [], [], [], [], []
+    spread = {**kinds.spread(op, kind.tiled[0], point.tile_m),
+              **kinds.spread(op, kind.tiled[1], point.tile_n)}
     for loop in range(len(op.loops)):
         if loop in whole:  # a packed inner tile: the register block
             reducing = whole[loop] in kind.reductions
@@ -239,7 +243,7 @@ def configuration(op: TunableOp, point: Point) -> TuningConfiguration:
             cache_reduction.append(0)
         elif loop in rows or loop in cols:
             inner = loop in (*rows[-1:], *cols[-1:])
-            distribution.append((point.tile_m if loop in rows else point.tile_n) if inner else 1)
+            distribution.append(spread[loop])
             vector.append((point.vector_m if loop in rows else point.vector_n) if inner else 1)
             cache_parallel.append((point.cache_m if loop in rows else point.cache_n) if inner else 1)
             reduction.append(0)

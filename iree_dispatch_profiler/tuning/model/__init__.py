@@ -198,6 +198,7 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
     s, log = tuner.s, tuner.log
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
     deadline = time.perf_counter() + (s.time_budget or math.inf)
+    peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
     tasks, results = [], []
     for target in chosen:
         space = tuning_space.build(target.op, cpu, s.lists, {})
@@ -211,7 +212,9 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
             report(tuner, reused)
             results.append(reused)
         else:
-            tasks.append(budget.Task(target, space, seeded(tuner, target.op, space)))
+            floor = target.flops / (peak["gflops"] * 1e6) if peak else 0.0
+            tasks.append(budget.Task(target, space, seeded(tuner, target.op, space),
+                                     floor_ms=floor))
     began = time.perf_counter()
     budget.schedule(tuner, tasks, earlier, writer, deadline)
     searched, trials = time.perf_counter() - began, sum(len(t.rows) for t in tasks) or 1

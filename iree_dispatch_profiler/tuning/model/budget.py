@@ -2,9 +2,13 @@
 gradient-based task scheduler does: each target first gets a warm-up, then each further batch
 goes to the target whose next trials are expected to save the most model time. That is its
 time now (its dispatches' time under IREE, divided by the best verified speedup so far) times
-the relative gain of its last batch, plus an exploration floor that every target keeps. The total
-is --n-trial per target, as without a scheduler (less for a target whose search the results
-store seeds); one target takes at most CAP times its own."""
+the relative gain of its last batch, plus an exploration floor that every target keeps, and
+never more than its distance to the roofline (as TVM's forward gradient bounds a task by what
+similar tasks reach): its work at the session's compute ceiling. A target within MIN_EFFECT of
+its roofline is done: no trial could make it a difference the tool claims (ResNeXt's 1x1 convs
+at 102% of the ceiling took 12 of its 24 trials). The total is --n-trial per target, as without
+a scheduler (less for a target whose search the results store seeds); one target takes at most
+CAP times its own."""
 from __future__ import annotations
 
 import time
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.tuning.engine import search
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import OK, TrialWriter
@@ -28,6 +33,7 @@ class Task:
     space: Space
     limit: int  # its share of the trials: --n-trial, or less when the store seeds it
     rows: list[dict] = field(default_factory=list)
+    floor_ms: float = 0.0  # its dispatches' work at the compute ceiling (0: either unknown)
     # the best speedup before its first batch (IREE's own config: 1) and after each batch
     bests: list[float] = field(default_factory=lambda: [1.0])
     done: bool = False  # its space, its early stop or the deadline ended it
@@ -42,10 +48,19 @@ class Task:
         """Its dispatches' time per model call with its best config so far."""
         return float(self.target.ms) / self.best
 
+    @property
+    def headroom(self) -> float:
+        """The time (ms) between its best so far and its roofline."""
+        return max(0.0, self.ms - self.floor_ms)
+
+    @property
+    def at_roofline(self) -> bool:
+        return self.headroom < stats.MIN_EFFECT * self.ms
+
     def expected_gain(self) -> float:
         """The model time (ms) its next batch is expected to save."""
         last = 1 - self.bests[-2] / self.bests[-1] if len(self.bests) > 1 else 0.0
-        return self.ms * (EXPLORATION + last)
+        return min(self.ms * (EXPLORATION + last), self.headroom)
 
 
 def schedule(tuner: ModelTuner, tasks: list[Task], earlier: pd.DataFrame, writer: TrialWriter,
@@ -61,7 +76,8 @@ def schedule(tuner: ModelTuner, tasks: list[Task], earlier: pd.DataFrame, writer
                            earlier if first else pd.DataFrame(task.rows), writer, deadline,
                            limit=min(len(task.rows) + trials, CAP * task.limit), resumed=first)
         task.bests.append(task.best)
-        task.done = len(task.rows) == before or len(task.rows) >= CAP * task.limit
+        task.done = (len(task.rows) == before or len(task.rows) >= CAP * task.limit
+                     or task.at_roofline)
 
     for task in tasks:
         run(task, min(task.limit, max(s.batch_size, task.limit // WARM_UP)), first=True)
@@ -84,6 +100,8 @@ def log_allocation(tuner: ModelTuner, tasks: list[Task]) -> None:
     tuner.log(f"Trials by expected gain ({sum(len(t.rows) for t in tasks)} over {len(tasks)} "
               f"target(s), --n-trial {tuner.s.n_trial} each on average):")
     for task in tasks:
+        roofline = (f", {task.floor_ms / task.ms:.0%} of its roofline"
+                    + (" (done there)" if task.at_roofline else "")) if task.floor_ms else ""
         tuner.log(f"  target {task.target.op.index}: {float(task.target.ms) / total_ms:6.1%} of "
                   f"the targets' time, {len(task.rows):>3} trials, best in the search "
-                  f"{task.best:.2f}x ({float(task.target.ms):.3f} -> {task.ms:.3f} ms)")
+                  f"{task.best:.2f}x ({float(task.target.ms):.3f} -> {task.ms:.3f} ms){roofline}")

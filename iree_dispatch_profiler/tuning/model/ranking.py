@@ -151,6 +151,7 @@ def targets(rows: list[dict], roots: dict) -> list[TuningTarget]:
             found[number] = TuningTarget(op, (), 0.0)
         found[number].dispatches += (row["dispatch"],)
         found[number].ms += float(row["ms"])
+        found[number].flops += float(row["calls"]) * (found[number].op.flops or 0)
     return list(found.values())
 
 

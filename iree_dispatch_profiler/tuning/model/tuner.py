@@ -26,6 +26,7 @@ class TuningTarget:
     op: tunable.TunableOp  # its index is the target's number
     dispatches: tuple[str, ...]
     ms: float
+    flops: float = 0.0  # its dispatches' work per model call (0: not known)
 
 
 class ModelTuner(Tuner):
