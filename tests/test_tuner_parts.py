@@ -89,7 +89,7 @@ def test_a_distribution_tile_past_the_innermost_loop_takes_whole_rows():
     assert workgroups[16] == pytest.approx(math.log2(28 * 28 / 16))
 
 
-def test_configuration_tiles_only_the_innermost_m_and_n_loops():
+def test_a_distribution_tile_within_the_innermost_loop_leaves_the_outer_ones_at_one():
     point = tuning_space.Point(64, 32, 16, 8, 16)
     config = tuning_space.configuration(GENERIC, point)
     assert "distribution = [1, 64, 32, 0]" in config.lowering_config
@@ -609,6 +609,44 @@ def test_a_join_within_the_noise_of_the_set_it_extends_is_not_chosen():
         rows, known = join_rounds(sets, measure)
         assert choose(faster_rows(rows), known)[0]["name"] == chosen
         assert len(rounds) == count
+
+
+def test_a_set_the_first_round_could_not_rank_is_timed_again_against_the_leader():
+    """A MobileNet block's round: im2col 1.41x [0.87, 2.58] (its interval reaches past the
+    leader's median), im2col with data tiling 1.55x [1.36, 1.84]. im2col is timed again,
+    against the leader alone: chosen where it clears it, out of the faster sets where not; a
+    set whose interval stays under the leader's median is not timed again."""
+    from iree_dispatch_profiler.tuning.flags import CURATED
+    from iree_dispatch_profiler.tuning.model.flag_search import (chained, choose, faster_rows,
+                                                                  join_rounds)
+    first = {"im2col": (1.41, 0.87, 2.58), "im2col_data_tiling": (1.55, 1.36, 1.84),
+             "data_tiling": (1.02, 0.87, 1.03)}
+    against_leader = {}
+    rounds = []
+
+    def measure(sets, leader=None):
+        rounds.append(([f.name for f in sets], leader and leader["name"]))
+        if leader:  # a join ties with its leader
+            times = [against_leader.get(f.name, (1.0, 0.97, 1.03)) for f in sets]
+            return chained([{"name": f.name, "status": "ok", "speedup": t[0],
+                             "speedup_ci_low": t[1], "speedup_ci_high": t[2]}
+                            for f, t in zip(sets, times)], leader)
+        return [{"name": f.name, "status": "ok", "speedup": first[f.name][0],
+                 "speedup_ci_low": first[f.name][1], "speedup_ci_high": first[f.name][2]}
+                for f in sets]
+    sets = [f for f in CURATED if f.name in first]
+    for again, chosen in (((1.80, 1.72, 1.88), "im2col"),
+                          ((1.00, 0.97, 1.03), "im2col_data_tiling")):
+        against_leader["im2col"] = again
+        rounds.clear()
+        rows, known = join_rounds(sets, measure)
+        assert rounds[1] == (["im2col"], "im2col_data_tiling")
+        # in place of its first row
+        assert [r["name"] for r in rows][:len(sets)] == [f.name for f in sets]
+        assert choose(faster_rows(rows), known)[0]["name"] == chosen
+        (im2col,) = [r for r in rows if r["name"] == "im2col"]
+        assert im2col["reason"].startswith("timed against im2col_data_tiling")
+        assert (im2col in faster_rows(rows)) == (chosen == "im2col")
 
 
 def test_a_join_that_fails_to_build_gives_the_next_set_of_its_group_a_turn():

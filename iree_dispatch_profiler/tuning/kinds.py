@@ -213,7 +213,7 @@ def spread(op: TunableOp, dim: str, tile: int) -> dict[int, int]:
     """A distribution tile over the loops of class `dim`, innermost first: the innermost takes
     it up to its own size (rounded up to a power of two), each loop further out what is left.
     A tile within the innermost loop leaves the others at 1; a larger one takes whole rows
-    (ResNeXt's grouped conv, 28x28 outputs: 8 rows of 32 a workgroup ran its dispatch 1.2x
+    (ResNeXt's grouped conv, 28x28 outputs: 7 rows of 16 a workgroup ran its dispatch 1.2x
     faster than one row of 16, Zen 4)."""
     tiles = {}
     for loop in reversed(op.positions(dim)):

@@ -6,7 +6,7 @@ the relative gain of its last batch, plus an exploration floor that every target
 never more than its distance to the roofline (as TVM's forward gradient bounds a task by what
 similar tasks reach): its work at the session's compute ceiling. A target within MIN_EFFECT of
 its roofline is done: no trial could make it a difference the tool claims (ResNeXt's 1x1 convs
-at 102% of the ceiling took 12 of its 24 trials). The total is --n-trial per target, as without
+at 102% of the ceiling took 16 of its 24 trials). The total is --n-trial per target, as without
 a scheduler (less for a target whose search the results store seeds); one target takes at most
 CAP times its own."""
 from __future__ import annotations
