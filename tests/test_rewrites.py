@@ -581,8 +581,9 @@ NAMED = {"depthwise_taps": ("dw", "nchw", "tensor<1x32x18x18xf32>", "tensor<32x3
 
 def tuned_taps(tools, text: str, path: Path, cpu: str, triple: str) -> str:
     """`text` with its sum of contractions carrying the widest register block of its kind's
-    space for `cpu`: IREE's own config of that op (vectors of 2 along the width) leaves it
-    scalar code on x86, and the tuner is what configures it."""
+    space for `cpu`, over the most rows a workgroup takes (kinds.spread): IREE's own config of
+    that op (vectors of 2 along the width) leaves it scalar code on x86, and the tuner is what
+    configures it."""
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import tunable
     from iree_dispatch_profiler.iree.target import resolve_target
@@ -594,7 +595,7 @@ def tuned_taps(tools, text: str, path: Path, cpu: str, triple: str) -> str:
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple)).resolved_cpu()
     lanes = cpu_tiles.lanes(target, cpu_tiles.DataType.parse("f32"))
     point = max((p for p in space.build(op, target, {}, {}).tiles if p.vector_n == lanes),
-                key=lambda p: (p.vector_m, -p.peel))
+                key=lambda p: (p.vector_m, -p.peel, p.tile_n))
     return tunable.with_configs(path, {op.index: space.configuration(op, point).compilation_info})
 
 

@@ -71,19 +71,22 @@ def test_a_sum_of_contractions_with_a_unit_loop_is_left_to_the_model_tuner():
     assert "unit loop" in kinds.not_tunable(batch_one) and "--model" in kinds.not_tunable(batch_one)
 
 
-def test_a_distribution_tile_past_the_innermost_loop_takes_whole_rows():
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_distribution_tile_past_the_innermost_loop_takes_whole_rows(cpu):
     """grouped_taps' op, 28 rows of 28: a tile within a row leaves the rows loop at 1, a larger
     one takes rows of 32 (the row rounded up to a power of two) and the rest in rows; the
-    register block stays in the row. The cost model counts the workgroups of all the loops."""
-    space = tuning_space.build(summed(28), AVX512, {}, {})
+    register block stays in the row, one or two vectors of the target. The cost model counts
+    the workgroups of all the loops."""
+    lanes = cpu_tiles.lanes(cpu, DataType.parse("f32"))
+    space = tuning_space.build(summed(28), cpu, {}, {})
     assert {p.tile_n for p in space.tiles} >= {16, 32, 64, 256}
     for tile_n, tiles in ((16, "1, 8, 1, 16, 0"), (32, "1, 8, 1, 32, 0"),
                           (64, "1, 8, 2, 32, 0"), (256, "1, 8, 8, 32, 0")):
         point = next(p for p in space.tiles if p.tile_n == tile_n and p.vector_m == 4)
         config = tuning_space.configuration(summed(28), point).lowering_config
         assert f"distribution = [{tiles}]" in config
-        assert "vector_common_parallel = [1, 4, 1, 16, 0]" in config or \
-            "vector_common_parallel = [1, 4, 1, 32, 0]" in config
+        assert any(f"vector_common_parallel = [1, 4, 1, {width}, 0]" in config
+                   for width in (lanes, 2 * lanes))
     workgroups = {p.tile_n: space.features(p)[5] for p in space.tiles}
     assert workgroups[256] == pytest.approx(math.log2(math.ceil(28 * 28 / 256)))
     assert workgroups[16] == pytest.approx(math.log2(28 * 28 / 16))
@@ -825,12 +828,13 @@ def test_the_runtime_lines_say_how_to_run_it_only_where_a_way_was_faster():
     a slower one or a tie is said and not recommended; nothing timed: no line."""
     from pathlib import Path
 
+    from iree_dispatch_profiler.core.library import LOCAL_SYNC
     from iree_dispatch_profiler.core.stats import Estimate
     from iree_dispatch_profiler.tuning.model import final, verdict
 
     own = final.Runtime("default", "local-task")
     batch = final.Runtime(final.BATCH_RUNTIME, "local-task", "batch")
-    sync = final.Runtime(final.SYNC, final.SYNC)
+    sync = final.Runtime(LOCAL_SYNC, LOCAL_SYNC)
     result = final.ModelResult(None, None, [], None, None, None, None, None, {}, {}, {})
 
     def timed(batch_speedup, sync_speedup):

@@ -39,12 +39,6 @@ class Runtime:
 
 
 BATCH_RUNTIME = "SCHED_BATCH"
-# IREE's synchronous device runs each dispatch in the calling thread: no hand-off to worker
-# threads and no wake-ups, at one thread's speed. It wins where dispatches are too small for a
-# second core to repay the hand-off: a one-layer text classifier (14 dispatches, 28 us of
-# them) took 0.042 ms a call there against 0.073-0.108 on local-task; a GPT-2 decode step
-# (0.78 -> 1.57 ms) and an encoder block (1.43 -> 2.60 ms) lost (Zen 4, 2 cores).
-SYNC = LOCAL_SYNC
 
 
 @dataclass
@@ -175,14 +169,20 @@ def runtimes(device: str) -> list[Runtime]:
     if process.can_schedule(process.BATCH):
         found.append(Runtime(BATCH_RUNTIME, device, process.BATCH))
     if device == LOCAL_TASK:
-        found.append(Runtime(SYNC, SYNC))
+        # IREE's synchronous device runs each dispatch in the calling thread: no hand-off to
+        # worker threads and no wake-ups, at one thread's speed. It wins where dispatches are
+        # too small for a second core to repay the hand-off: a one-layer text classifier (14
+        # dispatches, 28 us of them) took 0.042 ms a call there against 0.073-0.108 on
+        # local-task; a GPT-2 decode step (0.78 -> 1.57 ms) and an encoder block (1.43 -> 2.60
+        # ms) lost (Zen 4, 2 cores).
+        found.append(Runtime(LOCAL_SYNC, LOCAL_SYNC))
     return found
 
 
 def time_runtimes(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     """The result with the whole call of what it ships (IREE's default where it ships
     nothing) timed each way of `runtimes` against the tuner's own, interleaved: levers of the
-    runtime (process.BATCH and SYNC say why each can gain)."""
+    runtime (verdict.WHY_FASTER says why each can gain)."""
     if tuner.runner not in (None, process.run):
         return result
     shipped = result.answer and result.outputs_ok and tuner.s.paths.answer_build.is_file()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.files import write_atomically
+from iree_dispatch_profiler.core.library import LOCAL_SYNC
 from iree_dispatch_profiler.iree import process
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.tuning.plots import model_plot
@@ -52,7 +53,7 @@ BATCH_RUN = ["chrt", "--batch", "0"]  # util-linux: run a command under SCHED_BA
 WHY_FASTER = {
     final.BATCH_RUNTIME: "a waking SCHED_BATCH thread does not preempt the IREE worker that "
                          "its wait spins on",
-    final.SYNC: "its dispatches are too small for a second thread to repay handing them to "
+    LOCAL_SYNC: "its dispatches are too small for a second thread to repay handing them to "
                 "IREE's workers"}
 
 
@@ -103,14 +104,14 @@ def answer_flags(result: ModelResult) -> list[str]:
 
 def answer_line(result: ModelResult, script: Path) -> str:
     """What to compile the model with."""
-    best = best_runtime(result)  # IREE's default's, where nothing is shipped
+    if result.answer and result.outputs_ok:
+        return (f"Answer: sh {script} (the iree-compile command that was timed; inside, the "
+                "same for another CPU)")
+    best = best_runtime(result)  # IREE's default's: nothing is shipped
     run = f", run with `{how_to_run(best)}`" if best is not None else ""
     if not result.answer:
         return f"Answer: IREE's default{run}"
-    if not result.outputs_ok:
-        return f"Answer: IREE's default{run} (the tuned answer's outputs disagree: not shipped)"
-    return (f"Answer: sh {script} (the iree-compile command that was timed; inside, the same "
-            "for another CPU)")
+    return f"Answer: IREE's default{run} (the tuned answer's outputs disagree: not shipped)"
 
 
 def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> None:
