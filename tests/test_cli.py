@@ -176,3 +176,22 @@ def test_bytes_that_are_no_mlir_are_one_line(tmp_path):
                          ("compare.py", ["--variant", "a=", "--variant", "b=", "--random-inputs", "0"])):
         one_line_error(run_script(script, "--input", junk, *args, timeout=60),
                        "neither MLIR text nor MLIR bytecode")
+
+
+def test_gpu_dispatches_are_profiled_where_only_the_runtime_is(tiny, tools, tmp_path):
+    """A GPU machine often has iree-base-runtime alone: profiling what was compiled elsewhere
+    needs no iree-compile there; a CPU target (its calibration compiles) still does."""
+    runtime_only = tmp_path / "runtime"
+    runtime_only.mkdir()
+    for tool in (tools.run_module, tools.benchmark_module):
+        (runtime_only / tool.name).symlink_to(tool)
+    gpu = tmp_path / "gpu"
+    assert run_script("generator.py", "--generated-dir", gpu, "--device=cuda", "--problem-m=64",
+                      "--problem-n=64", "--problem-k=64", "--data-types=f16").returncode == 0
+    result = run_script("profiler.py", "--generated-dir", gpu, "--iree-bin-dir", runtime_only,
+                        "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "would be profiled on cuda" in result.stdout
+    cpu = run_script("profiler.py", "--generated-dir", tiny, "--iree-bin-dir", runtime_only,
+                     "--dry-run")
+    assert cpu.returncode == 2 and "cannot find iree-compile" in cpu.stderr

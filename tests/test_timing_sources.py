@@ -78,6 +78,20 @@ def test_sources_fall_back_where_they_cannot_time(small, tools, tmp_path):
     assert remote.source == DISPATCH_STATISTICS
 
 
+def test_a_source_refused_on_the_first_sample_hands_over_to_the_next(small, tools):
+    """CUDA's runtime refuses HAL-native profiling (UNIMPLEMENTED): here a build whose
+    iree-profile is another IREE tool refuses to read the profile, the same first failure."""
+    _, vmfb, function, inputs, repeats = small
+    refusing = replace(tools, profile=tools.run_module)
+    timer = Benchmark(refusing, vmfb, function, "local-task", inputs, repeats)
+    assert timer.source == DEVICE_PROFILING
+    assert timer.sample(0.02).ok and timer.source == DISPATCH_STATISTICS
+    # a timeout is the benchmark's own failure: no other source is tried
+    slow = Benchmark(refusing, vmfb, function, "local-task", inputs, repeats, timeout=0.001)
+    sample = slow.sample(0.02)
+    assert not sample.ok and "timed out" in sample.reason and slow.source == DEVICE_PROFILING
+
+
 def test_resident_worker_reports_a_bad_module_and_goes_on(small, tools, tmp_path):
     _, vmfb, function, inputs, repeats = small
     with Timers(RESIDENT, tools, log_dir=tmp_path) as timers:

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from helpers import run_script
-from iree_dispatch_profiler.core.library import DataType, TensorDescription
-from iree_dispatch_profiler.ops import attention, conv, matmul
+from iree_dispatch_profiler.core.library import DataType, Device, Target, TensorDescription
+from iree_dispatch_profiler.ops import attention, conv, cuda_tiles, matmul
 from iree_dispatch_profiler.measure import verification
 
 
@@ -90,6 +90,42 @@ def test_an_f16_accumulator_is_allowed_its_rounding_but_not_half_the_answer():
     # the same result under an f32 accumulator's tolerance is too imprecise
     wider = mm(24, 16, 1024, "f16t", "f16t", "f32t")
     assert not checked(wider, acc.astype(np.float32), inputs).passed
+
+
+def truncated_sum(a: np.ndarray, b: np.ndarray, block: int) -> np.ndarray:
+    """a @ b as NVIDIA's tensor cores sum it: each block of products added exactly, the
+    running f32 sum rounded toward zero."""
+    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    for k in range(0, a.shape[1], block):
+        exact = acc + a64[:, k:k + block] @ b64[k:k + block, :]
+        rounded = exact.astype(np.float32)
+        away = np.abs(rounded) > np.abs(exact)  # rounded to nearest, away from zero: step back
+        rounded[away] = np.nextafter(rounded[away], np.float32(0))
+        acc = rounded
+    return acc
+
+
+def test_a_truncating_accumulator_is_allowed_its_bias_but_not_a_wrong_answer():
+    op = mm(48, 40, 4096, "f16t", "f16t", "f32t")
+    inputs = verification.seeded_inputs(op, seed=5)
+    reference, scale = op.reference(*inputs), op.accumulation_scale(*inputs)
+    block = cuda_tiles.truncating_block(Target(Device.CUDA), op)
+    assert block == cuda_tiles.TRUNCATING_BLOCK
+    result = truncated_sum(*inputs, block)
+    # round-to-nearest's tolerance rejects it: the roundings' errors add up rather than cancel
+    assert not verification.compare(result, reference, op, scale).passed
+    check = verification.compare(result, reference, op, scale, block)
+    assert check.passed and "truncating every 4 products" in check.detail, check.detail
+    assert check.max_abs_error > check.allowed / 20  # the allowance is not vacuous
+    flat = result.copy().reshape(-1)
+    typical = int(np.argsort(np.abs(flat))[flat.size // 2])
+    flat[typical] *= np.float32(1.01)
+    assert not verification.compare(flat.reshape(result.shape), reference, op, scale, block).passed
+    assert not verification.compare(result * np.float32(0.99), reference, op, scale, block).passed
+    # only where the accumulator truncates: f16 on a CPU, f32 on a GPU's FMA units round to nearest
+    assert cuda_tiles.truncating_block(Target(), op) == 0
+    assert cuda_tiles.truncating_block(Target(Device.CUDA), mm(48, 40, 64)) == 0
 
 
 def test_integers_must_be_exact_and_use_the_types_range():

@@ -15,7 +15,7 @@ from typing import Sequence
 import pandas as pd
 
 from iree_dispatch_profiler.cli import options
-from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_bool, parse_choices, parse_positive, parse_seconds
 from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.target import check_runnable
@@ -95,7 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     dispatches = select(manifest.dispatches, args.dispatches)
     if (args.append or args.resume) and args.output is None:
         raise UserError("--append and --resume need --output")
-    tools = IreeTools.locate(args.iree_bin_dir)
+    # GPU dispatches compiled here may run on a machine with only the runtime; CPU runs compile
+    # their calibration and check the host CPU, so they need iree-compile
+    tools = IreeTools.locate(args.iree_bin_dir, "" if target.device is Device.LLVMCPU
+                             else manifest.iree_version)
     machine: Here | Remote = Here()
     if not args.dry_run:
         if args.scheduler and not args.profile_on:

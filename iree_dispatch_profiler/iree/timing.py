@@ -39,6 +39,11 @@ DISPATCH_STATISTICS = "dispatch-statistics"  # --dispatch_statistics: mean of it
 INVOCATION = "invocation"  # iree-benchmark-module's time of the whole call
 
 
+# Where a runtime refuses a source on a benchmark's first sample (CUDA and HIP have no HAL-native
+# profiling: UNIMPLEMENTED), the next one times it.
+NEXT_SOURCE = {DEVICE_PROFILING: DISPATCH_STATISTICS, DISPATCH_STATISTICS: INVOCATION}
+
+
 BENCHMARK_SOURCES = {
     DEVICE_PROFILING: "iree-benchmark-module --device_profiling_mode=host-execution, read with "
                       "iree-profile: the median of each dispatch's executions in one process",
@@ -55,7 +60,8 @@ class Benchmark:
     from the last time, so no time goes into Google Benchmark's own iteration search.
 
     A dispatch source that finds no dispatch rows (a backend without them, a tool without
-    iree-profile) falls back to the next one, and `source` says which timed the samples."""
+    iree-profile) or fails the first sample (a runtime that refuses it) falls back to the next
+    one, and `source` says which timed the samples."""
 
     tools: IreeTools
     vmfb: Path
@@ -104,6 +110,14 @@ class Benchmark:
         return scheduled(command, self.scheduling)
 
     def sample(self, seconds: float) -> Sample:
+        sample = self.source_sample(seconds)
+        if (not sample.ok and not self.invocations and self.source in NEXT_SOURCE
+                and "timed out" not in sample.reason):
+            self.source, self.runs_per_call = NEXT_SOURCE[self.source], {}
+            return self.sample(seconds)
+        return sample
+
+    def source_sample(self, seconds: float) -> Sample:
         if self.source == DEVICE_PROFILING:
             return self.profiled_sample(seconds)
         result = (self.runner or run)(self.command(seconds), self.timeout)

@@ -12,31 +12,43 @@ TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
 
 @dataclass(frozen=True)
 class IreeTools:
-    compile: Path
+    # None on a machine with only iree-base-runtime (a GPU box that runs what was compiled here)
+    compile: Path | None
     run_module: Path
     benchmark_module: Path
     profile: Path | None = None
+    # IREE's version where there is no compiler: the one that compiled what will run
+    compiled_by: str = ""
 
     @classmethod
-    def locate(cls, bin_dir: Path | None = None) -> "IreeTools":
+    def locate(cls, bin_dir: Path | None = None, compiled_by: str = "") -> "IreeTools":
         """The native executables: from `bin_dir` (or its tools/), else inside the pip wheels.
 
         The wheels' console scripts are Python wrappers costing ~0.1 s a call, so we bypass them.
+        Given `compiled_by`, only running is asked for, so iree-compile may be missing.
         """
-        found = {}
+        found: dict[str, Path | None] = {}
         for name in TOOL_NAMES:
             if bin_dir is None:
                 candidates = [Path(p) for p in [iree_jobs.find_tool(name)] if p]
             else:
                 candidates = [f / name for f in (bin_dir / "tools", bin_dir) if (f / name).is_file()]
+            if not candidates and name == "iree-compile" and compiled_by:
+                found[name] = None
+                continue
             if not candidates:
                 where = f"in {bin_dir} or {bin_dir}/tools" if bin_dir else \
                     "(install iree-base-compiler and iree-base-runtime, or pass --iree-bin-dir)"
                 raise UserError(f"cannot find {name} {where}")
             found[name] = candidates[0]
+        run_module, benchmark_module = found["iree-run-module"], found["iree-benchmark-module"]
+        assert run_module is not None and benchmark_module is not None
         # iree-profile ships beside iree-benchmark-module; a build without it loses one source
-        profile = found["iree-benchmark-module"].parent / "iree-profile"
-        return cls(*(found[n] for n in TOOL_NAMES), profile if profile.is_file() else None)
+        profile = benchmark_module.parent / "iree-profile"
+        return cls(found["iree-compile"], run_module, benchmark_module,
+                   profile if profile.is_file() else None, compiled_by)
 
     def version(self) -> str:
+        if self.compile is None:
+            return self.compiled_by
         return iree_jobs.compiler_version(str(self.compile))

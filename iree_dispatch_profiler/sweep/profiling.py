@@ -16,6 +16,7 @@ from iree_dispatch_profiler.sweep.baselines import NumpyKernel
 from iree_dispatch_profiler.sweep.build import CompileRecord
 from iree_dispatch_profiler.sweep.manifest import Dispatch, Manifest
 from iree_dispatch_profiler.iree import tunable
+from iree_dispatch_profiler.ops import cuda_tiles
 from iree_dispatch_profiler.measure import calibration
 from iree_dispatch_profiler.measure.calibration import MachineState
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
@@ -67,7 +68,8 @@ class Profiler:
         """Verify each configuration, then time the verified ones (and numpy) in interleaved
         rounds, so that their speedups over default come from the same machine state;
         `on_round(measurement)` after each round (progress)."""
-        cache = ReferenceCache(self.manifest.reference_folder(operation), operation)
+        cache = ReferenceCache(self.manifest.reference_folder(operation), operation,
+                               cuda_tiles.truncating_block(self.target, operation))
         results, candidates = [], []
         for dispatch in dispatches:
             result, benchmark = self.prepare(dispatch, cache)
