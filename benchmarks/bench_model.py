@@ -3,7 +3,9 @@
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
 classes users bring: transformer layers (encoder, causal), an LLM decode step against a KV
 cache, ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck,
-a CNN classifier (batch norm, global average pool), an MLP and a small MLP head. They read
+a CNN classifier (batch norm, global average pool), an MLP, a small MLP head, a diffusion
+UNet residual block (GroupNorm), a vision transformer's patch embedding and a recommender tower
+(token ids into an embedding table). They read
 their weights from a parameter archive, as deployed models do (an .irpa of random weights is
 written for each, and PyTorch is given the same ones); the encoder block also comes with its
 weights as function arguments, the other way models are exported, to show what that costs.
@@ -67,6 +69,12 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                       "conv 32->128, global average pool, 1000 classes",
     "gpt2_decode": "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                    "12 heads, FFN 3072",
+    "unet_resblock": "diffusion UNet residual block: GroupNorm(32), SiLU, 3x3 conv 128->128, "
+                     "twice, 32x32, batch 1",
+    "vit_patch_embed": "vision transformer stem: 224x224 RGB in 16x16 patches (196 tokens of "
+                       "192), LayerNorm, GELU MLP 192->768->192",
+    "embedding_tower": "recommender tower: 32 x 8 token ids into a 10000 x 64 embedding table, "
+                       "mean pool, MLP 64->256->1",
 }
 SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain",

@@ -164,6 +164,36 @@ class TinyLanguageModel(torch.nn.Module):
         return self.head(self.ln_f(x))
 
 
+class GroupNormResBlock(torch.nn.Module):
+    """A diffusion UNet's residual block (no time embedding): GroupNorm of 32 groups, SiLU and a
+    3x3 convolution, twice, and the skip."""
+
+    def forward(self, x, n1w, n1b, c1w, c1b, n2w, n2b, c2w, c2b):
+        f = torch.nn.functional
+        h = f.conv2d(f.silu(f.group_norm(x, 32, n1w, n1b)), c1w, c1b, padding=1)
+        return x + f.conv2d(f.silu(f.group_norm(h, 32, n2w, n2b)), c2w, c2b, padding=1)
+
+
+class PatchEmbedding(torch.nn.Module):
+    """A vision transformer's stem: 16x16 patches by a stride-16 convolution, tokens, LayerNorm,
+    a GELU MLP and the skip."""
+
+    def forward(self, x, pw, pb, nw, nb, w1, b1, w2, b2):
+        f = torch.nn.functional
+        tokens = f.conv2d(x, pw, pb, stride=16).flatten(2).transpose(1, 2)
+        h = f.layer_norm(tokens, (tokens.shape[-1],), nw, nb)
+        return tokens + f.linear(f.gelu(f.linear(h, w1, b1)), w2, b2)
+
+
+class EmbeddingTower(torch.nn.Module):
+    """A recommender's tower: token ids looked up in an embedding table, mean-pooled, an MLP."""
+
+    def forward(self, ids, table, w1, b1, w2, b2):
+        f = torch.nn.functional
+        pooled = f.embedding(ids, table).mean(1)
+        return f.linear(torch.relu(f.linear(pooled, w1, b1)), w2, b2)
+
+
 class IndexedInputs(torch.nn.Module):
     """Integer arguments that index tensors the ways exported models do: token ids and
     position ids into embedding tables, index_select on a weight, and gather along a
@@ -262,6 +292,7 @@ class Model:
     # parameters (`Weighted`); without: every weight is a function argument
     inputs: int | None = None
     dynamic_batch: bool = False  # the first argument's first dim exported dynamic
+    ids: int = 0  # with a number: the first argument is token ids below it (int64)
 
     def module(self) -> torch.nn.Module:
         if self.inputs is None:
@@ -279,8 +310,10 @@ class Model:
             names = list(inspect.signature(module.forward).parameters)[:count]
             dynamic = {n: ({0: torch.export.Dim("batch")} if i == 0 else None)
                        for i, n in enumerate(names)}
-        exported = aot.export(module, args=tuple(torch.rand(s) for s in self.shapes[:count]),
-                              dynamic_shapes=dynamic)
+        args = [torch.rand(s) for s in self.shapes[:count]]
+        if self.ids:
+            args[0] = torch.randint(0, self.ids, self.shapes[0])
+        exported = aot.export(module, args=tuple(args), dynamic_shapes=dynamic)
         path.write_text(str(exported.mlir_module))
         return path
 
@@ -334,6 +367,18 @@ MODELS = {
     "gpt2_decode": Model(lambda: DecodeStep(12), decode_args(768, 12, 511, 3072), BENCHMARKS,
                          "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                          "12 heads, FFN 3072", inputs=3),
+    "unet_resblock": Model(GroupNormResBlock, [(1, 128, 32, 32), (128,), (128,), (128, 128, 3, 3),
+                                               (128,), (128,), (128,), (128, 128, 3, 3), (128,)],
+                           BENCHMARKS, "diffusion UNet residual block: GroupNorm(32), SiLU, 3x3 "
+                           "conv 128->128, twice, 32x32, batch 1", inputs=1),
+    "vit_patch_embed": Model(PatchEmbedding, [(1, 3, 224, 224), (192, 3, 16, 16), (192,), (192,),
+                                              (192,), (768, 192), (768,), (192, 768), (192,)],
+                             BENCHMARKS, "vision transformer stem: 224x224 RGB in 16x16 patches "
+                             "(196 tokens of 192), LayerNorm, GELU MLP 192->768->192", inputs=1),
+    "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
+                                              (1,)], BENCHMARKS, "recommender tower: 32 x 8 token "
+                             "ids into a 10000 x 64 embedding table, mean pool, MLP 64->256->1",
+                             inputs=1, ids=10000),
 }
 
 

@@ -1,0 +1,63 @@
+module @module {
+  util.global private @__auto.n1w = #flow.parameter.named<"model"::"n1w"> : tensor<128xf32>
+  util.global private @__auto.n1b = #flow.parameter.named<"model"::"n1b"> : tensor<128xf32>
+  util.global private @__auto.c1w = #flow.parameter.named<"model"::"c1w"> : tensor<128x128x3x3xf32>
+  util.global private @__auto.c1b = #flow.parameter.named<"model"::"c1b"> : tensor<128xf32>
+  util.global private @__auto.n2w = #flow.parameter.named<"model"::"n2w"> : tensor<128xf32>
+  util.global private @__auto.n2b = #flow.parameter.named<"model"::"n2b"> : tensor<128xf32>
+  util.global private @__auto.c2w = #flow.parameter.named<"model"::"c2w"> : tensor<128x128x3x3xf32>
+  util.global private @__auto.c2b = #flow.parameter.named<"model"::"c2b"> : tensor<128xf32>
+  func.func @main(%arg0: !torch.vtensor<[1,128,32,32],f32>) -> !torch.vtensor<[1,128,32,32],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %int32 = torch.constant.int 32
+    %__auto.n1w = util.global.load @__auto.n1w : tensor<128xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.n1w : tensor<128xf32> -> !torch.vtensor<[128],f32>
+    %__auto.n1b = util.global.load @__auto.n1b : tensor<128xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.n1b : tensor<128xf32> -> !torch.vtensor<[128],f32>
+    %float1.000000e-05 = torch.constant.float 1.000000e-05
+    %false = torch.constant.bool false
+    %2 = torch.aten.group_norm %arg0, %int32, %0, %1, %float1.000000e-05, %false : !torch.vtensor<[1,128,32,32],f32>, !torch.int, !torch.vtensor<[128],f32>, !torch.vtensor<[128],f32>, !torch.float, !torch.bool -> !torch.vtensor<[1,128,32,32],f32>
+    %3 = torch.aten.silu %2 : !torch.vtensor<[1,128,32,32],f32> -> !torch.vtensor<[1,128,32,32],f32>
+    %__auto.c1w = util.global.load @__auto.c1w : tensor<128x128x3x3xf32>
+    %4 = torch_c.from_builtin_tensor %__auto.c1w : tensor<128x128x3x3xf32> -> !torch.vtensor<[128,128,3,3],f32>
+    %__auto.c1b = util.global.load @__auto.c1b : tensor<128xf32>
+    %5 = torch_c.from_builtin_tensor %__auto.c1b : tensor<128xf32> -> !torch.vtensor<[128],f32>
+    %int1 = torch.constant.int 1
+    %int1_0 = torch.constant.int 1
+    %6 = torch.prim.ListConstruct %int1, %int1_0 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_1 = torch.constant.int 1
+    %int1_2 = torch.constant.int 1
+    %7 = torch.prim.ListConstruct %int1_1, %int1_2 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_3 = torch.constant.int 1
+    %int1_4 = torch.constant.int 1
+    %8 = torch.prim.ListConstruct %int1_3, %int1_4 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_5 = torch.constant.int 1
+    %9 = torch.aten.conv2d %3, %4, %5, %6, %7, %8, %int1_5 : !torch.vtensor<[1,128,32,32],f32>, !torch.vtensor<[128,128,3,3],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,32,32],f32>
+    %int32_6 = torch.constant.int 32
+    %__auto.n2w = util.global.load @__auto.n2w : tensor<128xf32>
+    %10 = torch_c.from_builtin_tensor %__auto.n2w : tensor<128xf32> -> !torch.vtensor<[128],f32>
+    %__auto.n2b = util.global.load @__auto.n2b : tensor<128xf32>
+    %11 = torch_c.from_builtin_tensor %__auto.n2b : tensor<128xf32> -> !torch.vtensor<[128],f32>
+    %float1.000000e-05_7 = torch.constant.float 1.000000e-05
+    %false_8 = torch.constant.bool false
+    %12 = torch.aten.group_norm %9, %int32_6, %10, %11, %float1.000000e-05_7, %false_8 : !torch.vtensor<[1,128,32,32],f32>, !torch.int, !torch.vtensor<[128],f32>, !torch.vtensor<[128],f32>, !torch.float, !torch.bool -> !torch.vtensor<[1,128,32,32],f32>
+    %13 = torch.aten.silu %12 : !torch.vtensor<[1,128,32,32],f32> -> !torch.vtensor<[1,128,32,32],f32>
+    %__auto.c2w = util.global.load @__auto.c2w : tensor<128x128x3x3xf32>
+    %14 = torch_c.from_builtin_tensor %__auto.c2w : tensor<128x128x3x3xf32> -> !torch.vtensor<[128,128,3,3],f32>
+    %__auto.c2b = util.global.load @__auto.c2b : tensor<128xf32>
+    %15 = torch_c.from_builtin_tensor %__auto.c2b : tensor<128xf32> -> !torch.vtensor<[128],f32>
+    %int1_9 = torch.constant.int 1
+    %int1_10 = torch.constant.int 1
+    %16 = torch.prim.ListConstruct %int1_9, %int1_10 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_11 = torch.constant.int 1
+    %int1_12 = torch.constant.int 1
+    %17 = torch.prim.ListConstruct %int1_11, %int1_12 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_13 = torch.constant.int 1
+    %int1_14 = torch.constant.int 1
+    %18 = torch.prim.ListConstruct %int1_13, %int1_14 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_15 = torch.constant.int 1
+    %19 = torch.aten.conv2d %13, %14, %15, %16, %17, %18, %int1_15 : !torch.vtensor<[1,128,32,32],f32>, !torch.vtensor<[128,128,3,3],f32>, !torch.vtensor<[128],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,128,32,32],f32>
+    %int1_16 = torch.constant.int 1
+    %20 = torch.aten.add.Tensor %arg0, %19, %int1_16 : !torch.vtensor<[1,128,32,32],f32>, !torch.vtensor<[1,128,32,32],f32>, !torch.int -> !torch.vtensor<[1,128,32,32],f32>
+    return %20 : !torch.vtensor<[1,128,32,32],f32>
+  }
+}

@@ -1,0 +1,59 @@
+module @module {
+  util.global private @__auto.pw = #flow.parameter.named<"model"::"pw"> : tensor<192x3x16x16xf32>
+  util.global private @__auto.pb = #flow.parameter.named<"model"::"pb"> : tensor<192xf32>
+  util.global private @__auto.nw = #flow.parameter.named<"model"::"nw"> : tensor<192xf32>
+  util.global private @__auto.nb = #flow.parameter.named<"model"::"nb"> : tensor<192xf32>
+  util.global private @__auto.w1 = #flow.parameter.named<"model"::"w1"> : tensor<768x192xf32>
+  util.global private @__auto.b1 = #flow.parameter.named<"model"::"b1"> : tensor<768xf32>
+  util.global private @__auto.w2 = #flow.parameter.named<"model"::"w2"> : tensor<192x768xf32>
+  util.global private @__auto.b2 = #flow.parameter.named<"model"::"b2"> : tensor<192xf32>
+  func.func @main(%arg0: !torch.vtensor<[1,3,224,224],f32>) -> !torch.vtensor<[1,196,192],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %__auto.pw = util.global.load @__auto.pw : tensor<192x3x16x16xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.pw : tensor<192x3x16x16xf32> -> !torch.vtensor<[192,3,16,16],f32>
+    %__auto.pb = util.global.load @__auto.pb : tensor<192xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.pb : tensor<192xf32> -> !torch.vtensor<[192],f32>
+    %int16 = torch.constant.int 16
+    %int16_0 = torch.constant.int 16
+    %2 = torch.prim.ListConstruct %int16, %int16_0 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int0 = torch.constant.int 0
+    %int0_1 = torch.constant.int 0
+    %3 = torch.prim.ListConstruct %int0, %int0_1 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1 = torch.constant.int 1
+    %int1_2 = torch.constant.int 1
+    %4 = torch.prim.ListConstruct %int1, %int1_2 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_3 = torch.constant.int 1
+    %5 = torch.aten.conv2d %arg0, %0, %1, %2, %3, %4, %int1_3 : !torch.vtensor<[1,3,224,224],f32>, !torch.vtensor<[192,3,16,16],f32>, !torch.vtensor<[192],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,192,14,14],f32>
+    %int1_4 = torch.constant.int 1
+    %int192 = torch.constant.int 192
+    %int196 = torch.constant.int 196
+    %6 = torch.prim.ListConstruct %int1_4, %int192, %int196 : (!torch.int, !torch.int, !torch.int) -> !torch.list<int>
+    %7 = torch.aten.view %5, %6 : !torch.vtensor<[1,192,14,14],f32>, !torch.list<int> -> !torch.vtensor<[1,192,196],f32>
+    %int1_5 = torch.constant.int 1
+    %int2 = torch.constant.int 2
+    %8 = torch.aten.transpose.int %7, %int1_5, %int2 : !torch.vtensor<[1,192,196],f32>, !torch.int, !torch.int -> !torch.vtensor<[1,196,192],f32>
+    %int192_6 = torch.constant.int 192
+    %9 = torch.prim.ListConstruct %int192_6 : (!torch.int) -> !torch.list<int>
+    %__auto.nw = util.global.load @__auto.nw : tensor<192xf32>
+    %10 = torch_c.from_builtin_tensor %__auto.nw : tensor<192xf32> -> !torch.vtensor<[192],f32>
+    %__auto.nb = util.global.load @__auto.nb : tensor<192xf32>
+    %11 = torch_c.from_builtin_tensor %__auto.nb : tensor<192xf32> -> !torch.vtensor<[192],f32>
+    %float1.000000e-05 = torch.constant.float 1.000000e-05
+    %false = torch.constant.bool false
+    %12 = torch.aten.layer_norm %8, %9, %10, %11, %float1.000000e-05, %false : !torch.vtensor<[1,196,192],f32>, !torch.list<int>, !torch.vtensor<[192],f32>, !torch.vtensor<[192],f32>, !torch.float, !torch.bool -> !torch.vtensor<[1,196,192],f32>
+    %__auto.w1 = util.global.load @__auto.w1 : tensor<768x192xf32>
+    %13 = torch_c.from_builtin_tensor %__auto.w1 : tensor<768x192xf32> -> !torch.vtensor<[768,192],f32>
+    %__auto.b1 = util.global.load @__auto.b1 : tensor<768xf32>
+    %14 = torch_c.from_builtin_tensor %__auto.b1 : tensor<768xf32> -> !torch.vtensor<[768],f32>
+    %15 = torch.aten.linear %12, %13, %14 : !torch.vtensor<[1,196,192],f32>, !torch.vtensor<[768,192],f32>, !torch.vtensor<[768],f32> -> !torch.vtensor<[1,196,768],f32>
+    %str = torch.constant.str "none"
+    %16 = torch.aten.gelu %15, %str : !torch.vtensor<[1,196,768],f32>, !torch.str -> !torch.vtensor<[1,196,768],f32>
+    %__auto.w2 = util.global.load @__auto.w2 : tensor<192x768xf32>
+    %17 = torch_c.from_builtin_tensor %__auto.w2 : tensor<192x768xf32> -> !torch.vtensor<[192,768],f32>
+    %__auto.b2 = util.global.load @__auto.b2 : tensor<192xf32>
+    %18 = torch_c.from_builtin_tensor %__auto.b2 : tensor<192xf32> -> !torch.vtensor<[192],f32>
+    %19 = torch.aten.linear %16, %17, %18 : !torch.vtensor<[1,196,768],f32>, !torch.vtensor<[192,768],f32>, !torch.vtensor<[192],f32> -> !torch.vtensor<[1,196,192],f32>
+    %int1_7 = torch.constant.int 1
+    %20 = torch.aten.add.Tensor %8, %19, %int1_7 : !torch.vtensor<[1,196,192],f32>, !torch.vtensor<[1,196,192],f32>, !torch.int -> !torch.vtensor<[1,196,192],f32>
+    return %20 : !torch.vtensor<[1,196,192],f32>
+  }
+}
