@@ -11,6 +11,9 @@ from typing import Callable
 
 from iree_dispatch_profiler.iree import iree_jobs
 
+TIMED_OUT = "timed out"  # in the reason of a process that ran past its timeout
+
+
 @dataclass
 class ProcessResult:
     returncode: int | None  # None: killed at the timeout
@@ -25,7 +28,7 @@ class ProcessResult:
     def failure(self, what: str, timeout: float) -> str:
         """One line saying why a failed process failed."""
         if self.returncode is None:
-            return f"{what} timed out after {timeout:g} s"
+            return f"{what} {TIMED_OUT} after {timeout:g} s"
         if self.returncode < 0:
             return f"{what} crashed ({signal.Signals(-self.returncode).name})"
         # IREE's first diagnostic, without the `/long/path/x.mlir:3:5: error: ` prefix (the full

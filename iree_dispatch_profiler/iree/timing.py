@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iree_dispatch_profiler.iree.process import Runner, run, scheduled
+from iree_dispatch_profiler.iree.process import TIMED_OUT, Runner, run, scheduled
 from iree_dispatch_profiler.iree.tools import IreeTools
 
 @dataclass
@@ -112,8 +112,8 @@ class Benchmark:
     def sample(self, seconds: float) -> Sample:
         sample = self.source_sample(seconds)
         if (not sample.ok and not self.invocations and self.source in NEXT_SOURCE
-                and "timed out" not in sample.reason):
-            self.source, self.runs_per_call = NEXT_SOURCE[self.source], {}
+                and TIMED_OUT not in sample.reason):
+            self.source = NEXT_SOURCE[self.source]
             return self.sample(seconds)
         return sample
 

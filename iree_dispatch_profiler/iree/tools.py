@@ -7,7 +7,13 @@ from pathlib import Path
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree import iree_jobs
 
-TOOL_NAMES = ("iree-compile", "iree-run-module", "iree-benchmark-module")
+
+def _find(name: str, bin_dir: Path | None) -> Path | None:
+    """`name` in `bin_dir` (or its tools/), else the pip wheels' native executable."""
+    if bin_dir is None:
+        path = iree_jobs.find_tool(name)
+        return Path(path) if path else None
+    return next((f / name for f in (bin_dir / "tools", bin_dir) if (f / name).is_file()), None)
 
 
 @dataclass(frozen=True)
@@ -27,25 +33,19 @@ class IreeTools:
         The wheels' console scripts are Python wrappers costing ~0.1 s a call, so we bypass them.
         Given `compiled_by`, only running is asked for, so iree-compile may be missing.
         """
-        found: dict[str, Path | None] = {}
-        for name in TOOL_NAMES:
-            if bin_dir is None:
-                candidates = [Path(p) for p in [iree_jobs.find_tool(name)] if p]
-            else:
-                candidates = [f / name for f in (bin_dir / "tools", bin_dir) if (f / name).is_file()]
-            if not candidates and name == "iree-compile" and compiled_by:
-                found[name] = None
-                continue
-            if not candidates:
+        def required(name: str) -> Path:
+            path = _find(name, bin_dir)
+            if path is None:
                 where = f"in {bin_dir} or {bin_dir}/tools" if bin_dir else \
                     "(install iree-base-compiler and iree-base-runtime, or pass --iree-bin-dir)"
                 raise UserError(f"cannot find {name} {where}")
-            found[name] = candidates[0]
-        run_module, benchmark_module = found["iree-run-module"], found["iree-benchmark-module"]
-        assert run_module is not None and benchmark_module is not None
+            return path
+
+        compiler = _find("iree-compile", bin_dir) if compiled_by else required("iree-compile")
+        run_module, benchmark_module = required("iree-run-module"), required("iree-benchmark-module")
         # iree-profile ships beside iree-benchmark-module; a build without it loses one source
         profile = benchmark_module.parent / "iree-profile"
-        return cls(found["iree-compile"], run_module, benchmark_module,
+        return cls(compiler, run_module, benchmark_module,
                    profile if profile.is_file() else None, compiled_by)
 
     def version(self) -> str:
