@@ -240,13 +240,41 @@ def test_causal_blocks_takes_attention_under_a_causal_mask_only():
         assert rewrites.causal_blocks(other) == (other, 0)
 
 
-def filter_global(name: str, value: str) -> str:
-    """WINOGRAD's module with its filter the global `name` of initial `value` (a parameter,
-    or constants) instead of an argument."""
-    conv, _, _, k, _, _, _ = WINOGRAD
+# 128 channels of 2 x 2 tiles: the input transform's places 2048 bytes (32 lines) apart, in 2
+# of 64 cache sets; padded to 144 channels (36 lines apart), 16 sets
+WINOGRAD_WIDE = ("wide", "fchw", "tensor<1x128x14x14xf32>", "tensor<16x128x3x3xf32>",
+                 "tensor<1x16x12x12xf32>", (1, 1), (1, 1))
+
+
+def test_winograd_pads_the_channels_whose_transformed_tiles_share_few_cache_sets():
+    """winograd_channels widens the channels only where the input transform's 64 places of a
+    tile and channel fall in fewer than 8 of a cache's 64 sets, to the next multiple of 16
+    that spreads them, and never by more than a quarter; the rewrite pads input and filter."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    assert rewrites.winograd_channels(128, 36) == 144  # UNet 32x32: 2 sets -> 16
+    assert rewrites.winograd_channels(256, 36) == 272  # 1 set -> 16
+    assert rewrites.winograd_channels(64, 100) == 80  # ResNet 56x56: 4 sets -> 16
+    assert rewrites.winograd_channels(128, 25) == 128  # ResNet 28x28: 8 sets already
+    assert rewrites.winograd_channels(144, 36) == 144  # 324 lines apart: 16 sets
+    assert rewrites.winograd_channels(8, 4) == 8  # 128 bytes apart: 32 sets
+    assert rewrites.winograd_channels(100, 36) == 100  # no multiple of lines apart
+    assert rewrites.winograd_channels(16, 64) == 16  # 32 would double the work: left alone
+    text, count = rewrites.winograd(module([WINOGRAD_WIDE]))
+    assert count == 1
+    assert "tensor<1x144x14x14xf32>" in text and "tensor<16x144x3x3xf32>" in text
+    assert "tensor<8x8x1x2x2x144xf32>" in text  # the input transform's output
+    narrow, _ = rewrites.winograd(module([WINOGRAD]))
+    assert "tensor.insert_slice" not in narrow
+
+
+def filter_global(name: str, value: str, conv=WINOGRAD) -> str:
+    """A conv's module (WINOGRAD's unless said) with its filter the global `name` of initial
+    `value` (a parameter, or constants) instead of an argument."""
+    conv_name, _, _, k, _, _, _ = conv
     return (f"util.global private @{name} = {value} : {k}\n"
-            + module([WINOGRAD]).replace(f", %{conv}_k: {k}", "").replace(
-                "{\n", f"{{\n  %{conv}_k = util.global.load @{name} : {k}\n", 1))
+            + module([conv]).replace(f", %{conv_name}_k: {k}", "").replace(
+                "{\n", f"{{\n  %{conv_name}_k = util.global.load @{name} : {k}\n", 1))
 
 
 def test_winograd_computes_a_parameters_filter_transform_once_at_load():
@@ -432,21 +460,24 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
 
 
 @pytest.mark.iree
-def test_winograds_filter_transform_computed_at_load_gives_numpys_numbers(tools, tmp_path):
-    """With the filter a global's value, the rewritten module (its filter transformed in an
-    initializer) gives numpy's convolution; with that initializer's transform dropped (the
-    global then holds zeros), it does not."""
+@pytest.mark.parametrize("conv", [WINOGRAD, WINOGRAD_WIDE], ids=["as_is", "channels_padded"])
+def test_winograds_filter_transform_computed_at_load_gives_numpys_numbers(tools, tmp_path, conv):
+    """With the filter a global's value, the rewritten module (its filter, zero-padded or not,
+    transformed in an initializer) gives numpy's convolution; with that initializer's
+    transform dropped (the global then holds zeros), it does not."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
     from iree_dispatch_profiler.measure.verification import agreement
 
-    _, kind, _, _, _, strides, dilations = WINOGRAD
+    _, kind, x_type, k_type, out_type, strides, dilations = conv
+    shapes = [tuple(int(d) for d in t[len("tensor<"):].split("x")[:-1])
+              for t in (x_type, k_type, out_type)]
     rng = np.random.default_rng(1)
-    x, k, init = (rng.standard_normal(shape).astype(np.float32)
-                  for shape in ((1, 8, 14, 14), (16, 8, 3, 3), (1, 16, 12, 12)))
+    x, k, init = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
     rewritten, count = rewrites.winograd(filter_global(
-        "k", f'dense<"0x{k.tobytes().hex().upper()}">'))
+        "k", f'dense<"0x{k.tobytes().hex().upper()}">', conv))
     assert count == 1 and "util.initializer" in rewritten
+    transformed = f"8x8x{rewrites.winograd_channels(shapes[0][1], 4)}x{shapes[1][0]}xf32"
     wanted = reference(kind, x, k, init, strides, dilations).astype(np.float32)
     inputs = []
     for i, array in enumerate((x, init)):
@@ -455,7 +486,7 @@ def test_winograds_filter_transform_computed_at_load_gives_numpys_numbers(tools,
     transform = re.search(r"  %\S+ = iree_linalg_ext.winograd.filter_transform.*\n", rewritten)
     assert transform
     stored = re.search(r"util.global.store (%\S+),", rewritten)
-    empty = re.search(r"(%\S+) = tensor.empty\(\) : tensor<8x8x8x16xf32>", rewritten)
+    empty = re.search(rf"(%\S+) = tensor.empty\(\) : tensor<{transformed}>", rewritten)
     assert stored and empty
     # the initializer stores the transform's empty output instead of the transform
     dropped = rewritten.replace(transform.group(0), "").replace(

@@ -30,7 +30,9 @@ The fourth cuts the arithmetic of dense 3x3 stride-1 convolutions, which IREE al
 the compute ceiling: winograd applies IREE's own Winograd F(6,3) transforms (no flag applies
 them right to PyTorch's convs: the pass drops the bias, and IREE's hoisting leaves the filter
 transform in every call). ResNet-18's 128-channel 28x28 conv on a Zen 4: 1.06-1.14 ms direct,
-0.49-0.51 ms of transforms and batch matmul.
+0.49-0.51 ms of transforms and batch matmul. Where the input transform's stores would fall in
+few cache sets, the channels are padded with zeros (winograd_channels): a UNet block's two
+128-channel 32x32 convs on an Emerald Rapids, input transforms 2.25 -> 0.89 ms a call.
 
 The fifth cuts causal attention's arithmetic: IREE 3.13 computes every query against every
 key and adds the mask, where a causal mask gives the keys after a query no weight.
@@ -52,6 +54,7 @@ front end (Conv1d 1->64 k10 s5, Conv1d 64->64 k3 s2, a depthwise Conv1d, LayerNo
 took 0.764 ms where IREE's default took 6.345 ms (Zen 4)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -289,10 +292,60 @@ def _winograd_takes(op) -> bool:
             and _window(op, "strides") == _window(op, "dilations") == [1, 1])
 
 
+# Winograd F(6,3) turns each 6x6 output tile into an 8x8 one.
+WINOGRAD_TILE = 6
+# The input transform writes its 8x8 values of a tile and channel to 64 places, one for each
+# position of the 8x8 tile, tiles x channels x 4 bytes apart: 64 cache lines, written again for
+# the next 15 channels. A cache indexes its sets by the address bits above the line, so where
+# that stride is a multiple of many lines, the 64 fall in a few sets and each store misses:
+# 128 channels of 6x6 tiles (18,432 bytes, 288 lines) land in 2 of an L1's 64 sets. Measured on
+# an Emerald Rapids (48 KiB 12-way L1), the input transform of 1x128x34x34: 1.50 ms; of the
+# same with 144 channels (16 sets): 0.56-0.71 ms; 256 channels (1 set): 3.70 ms. 8 sets
+# already hold them: ResNet's 128 channels of 5x5 tiles took 0.28 ms as they are, 0.35 padded.
+LINE_BYTES = 64
+L1_SETS = 64  # 4 KiB of lines: every L1 that is indexed within a page
+WINOGRAD_MIN_SETS = 8  # 8 sets take the 64 lines in any L1 of 8 ways or more
+WINOGRAD_MAX_PADDING = 1.25  # more channels than this costs the matmul more than it saves
+
+
+def winograd_channels(channels: int, tiles: int, element_bytes: int = 4) -> int:
+    """The channels to give a Winograd input transform of `tiles` output tiles so that its 64
+    places of a tile and channel fall in WINOGRAD_MIN_SETS cache sets or more: `channels`
+    where they already do, else the next multiple of 16 that does (zero channels add nothing
+    to the convolution), within WINOGRAD_MAX_PADDING."""
+    def sets(c: int) -> int:
+        stride = tiles * c * element_bytes
+        return (L1_SETS if stride % LINE_BYTES
+                else L1_SETS // math.gcd(stride // LINE_BYTES, L1_SETS))
+
+    if sets(channels) >= WINOGRAD_MIN_SETS:
+        return channels
+    wider = (c for c in range(-(-channels // 16) * 16, int(channels * WINOGRAD_MAX_PADDING) + 1, 16)
+             if c > channels)
+    return next((c for c in wider if sets(c) >= WINOGRAD_MIN_SETS), channels)
+
+
+def _zero_padded(value, dim: int, size: int):
+    """`value` with dimension `dim` widened to `size` by zeros after it."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg, tensor
+
+    source = ir.RankedTensorType(value.type)
+    shape = list(source.shape)
+    if shape[dim] == size:
+        return value
+    shape[dim] = size
+    zero = linalg.fill(arith.constant(source.element_type, 0.0),
+                       outs=[tensor.EmptyOp(shape, source.element_type).result])
+    rank = len(shape)
+    return tensor.insert_slice(value, zero, [], [], [], [0] * rank, list(source.shape), [1] * rank)
+
+
 def _conv_from_zero(op):
     """The convolution from a zero accumulator, marked for IREE's Winograd pass, and its old
     accumulator (PyTorch's bias) added after: the pass drops a convolution's accumulator
-    (IREE 3.13: a bias-initialized conv came out without its bias)."""
+    (IREE 3.13: a bias-initialized conv came out without its bias). Its input channels are
+    padded with zeros where winograd_channels says, in the input and the filter alike."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, linalg, tensor
 
@@ -300,60 +353,103 @@ def _conv_from_zero(op):
     out_type = ir.RankedTensorType(init.type)
     zero = linalg.fill(arith.constant(out_type.element_type, 0.0),
                        outs=[tensor.EmptyOp(out_type.shape, out_type.element_type).result])
+    nchw = op.name == WINOGRAD_CONVS[0]
+    input_c, filter_c = (1, 1) if nchw else (3, 2)
+    height, width = out_type.shape[2:] if nchw else out_type.shape[1:3]
+    channels = ir.RankedTensorType(op.operands[0].type).shape[input_c]
+    padded = winograd_channels(channels, -(-height // WINOGRAD_TILE) * -(-width // WINOGRAD_TILE))
+    image = _zero_padded(op.operands[0], input_c, padded)
+    weights = _zero_padded(op.operands[1], filter_c, padded)
     conv = op.clone()
-    conv.operands[2] = zero
+    conv.operands[0], conv.operands[1], conv.operands[2] = image, weights, zero
     conv.attributes[WINOGRAD_MARK] = ir.UnitAttr.get()
     identity = ir.AffineMap.get_identity(out_type.rank)
     return _generic([conv.results[0]], [identity, identity], init, 0,
                     lambda args, total: arith.addf(total, args[0]))
 
 
+# What a filter transform's input may be made of to be computed at load: a global, and the
+# zeros that winograd_channels pads it with.
+LOAD_TIME_OPS = ("util.global.load", "tensor.empty", "arith.constant", "linalg.fill",
+                 "tensor.insert_slice")
+
+
+def _load_time_slice(value) -> list | None:
+    """The ops that compute `value` from globals and constants alone, producers first, with the
+    global they read; None where a function argument or another op feeds it."""
+    from iree.compiler import ir
+
+    ops: list = []
+
+    def visit(v) -> bool:
+        owner = v.owner
+        if isinstance(owner, ir.Block) or owner.name not in LOAD_TIME_OPS:
+            return False
+        if any(owner == o for o in ops):
+            return True
+        if not all(visit(operand) for operand in owner.operands):
+            return False
+        ops.append(owner)
+        return True
+
+    return ops if visit(value) else None
+
+
 def _hoist_filter_transforms(module) -> None:
-    """Each Winograd filter transform of a global (a parameter) computed once, in an
-    initializer, where IREE's const-expr hoisting leaves it in every call: its 1 MiB limit on
-    the growth of a hoisted value refuses the 3x3 -> 8x8 filter (ResNet's 128x128x3x3: 2.15 ms
-    of a 5.5 ms call on a Zen 4)."""
+    """Each Winograd filter transform of a global (a parameter, zero-padded or not) computed
+    once, in an initializer, where IREE's const-expr hoisting leaves it in every call: its
+    1 MiB limit on the growth of a hoisted value refuses the 3x3 -> 8x8 filter (ResNet's
+    128x128x3x3: 2.15 ms of a 5.5 ms call on a Zen 4)."""
     from iree.compiler import ir
     from iree.compiler.dialects import util
 
-    hoisted: dict[str, str] = {}  # a global's name -> its transform's global's name
+    hoisted: dict[str, str] = {}  # the filter's computation -> its transform's global's name
     for transform in [op for op in modules.walk(module.operation)
                       if op.name == "iree_linalg_ext.winograd.filter_transform"]:
-        owners = [v.owner for v in transform.operands]
-        if any(isinstance(o, ir.Block) for o in owners):  # a function's argument
+        computed = _load_time_slice(transform.operands[0])
+        empty = transform.operands[1].owner
+        if computed is None or isinstance(empty, ir.Block) or empty.name != "tensor.empty" \
+                or empty.operands:
             continue
-        load, empty = (o.operation for o in owners)
-        if load.name != "util.global.load" or empty.name != "tensor.empty" or empty.operands:
+        loads = [op for op in computed if op.name == "util.global.load"]
+        if len(loads) != 1:
             continue
-        name = ir.FlatSymbolRefAttr(load.attributes["global"]).value
+        source = loads[0].attributes["global"]
         result_type = transform.results[0].type
-        if name not in hoisted:
-            hoisted[name] = f"{name}$winograd"
-            symbol = ir.FlatSymbolRefAttr.get(hoisted[name])
-            source = load.attributes["global"]
-            pieces = ir.Module.parse(  # the source global declared for the parser, not moved
-                f"util.global private {source} : {load.results[0].type}\n"
-                f"util.global private {symbol} : {result_type}\n"
+        key = f"{source} {transform.operands[0].type}"
+        if key not in hoisted:
+            name = f"{ir.FlatSymbolRefAttr(source).value}$winograd"
+            while name in hoisted.values():  # the same global padded another way
+                name += "_"
+            hoisted[key] = name
+            pieces = ir.Module.parse(
+                f"util.global private @{name} : {result_type}\n"
                 f"util.initializer {{\n"
-                f"  %w = util.global.load immutable {source} : {load.results[0].type}\n"
                 f"  %e = tensor.empty() : {result_type}\n"
-                f"  util.global.store %e, {symbol} : {result_type}\n"
+                f"  util.global.store %e, @{name} : {result_type}\n"
                 f"  util.return\n}}")
             # after the globals: initializers run in module order, after the source's own
             after = next(op for op in module.body.operations if op.name != "util.global")
-            new_global, initializer = list(pieces.body.operations)[1:]
+            new_global, initializer = list(pieces.body.operations)
             for piece in (new_global, initializer):
                 piece.detach_from_parent()
                 ir.InsertionPoint(after).insert(piece)
-            w, e, store, _ = list(initializer.regions[0].blocks[0].operations)
+            e, store, _ = list(initializer.regions[0].blocks[0].operations)
+            copies: dict = {}  # an op of the function's slice -> its copy in the initializer
+            for op in computed:
+                copy = op.clone(ip=ir.InsertionPoint(store))
+                for i, operand in enumerate(op.operands):
+                    copy.operands[i] = copies[operand.owner].results[0]
+                copies[op] = copy
             copy = transform.clone(ip=ir.InsertionPoint(store))
-            copy.operands[0], copy.operands[1] = w.results[0], e.results[0]
+            copy.operands[0] = copies[transform.operands[0].owner].results[0]
+            copy.operands[1] = e.results[0]
             store.operands[0] = copy.results[0]
         with ir.InsertionPoint(transform), transform.location:
-            value = util.GlobalLoadOp(result_type, hoisted[name], is_immutable=True).result
+            value = util.GlobalLoadOp(result_type, hoisted[key], is_immutable=True).result
         transform.results[0].replace_all_uses_with(value)
         transform.erase()
-        for op in (empty, load):
+        for op in [empty, *reversed(computed)]:
             if not any(True for _ in op.results[0].uses):
                 op.erase()
 
