@@ -320,25 +320,30 @@ def winograd_channels(channels: int, tiles: int, element_bytes: int = 4) -> int:
 
     if sets(channels) >= WINOGRAD_MIN_SETS:
         return channels
-    wider = (c for c in range(-(-channels // 16) * 16, int(channels * WINOGRAD_MAX_PADDING) + 1, 16)
-             if c > channels)
+    wider = range((channels // 16 + 1) * 16, int(channels * WINOGRAD_MAX_PADDING) + 1, 16)
     return next((c for c in wider if sets(c) >= WINOGRAD_MIN_SETS), channels)
+
+
+def _zeros(shape: list[int], element):
+    """A tensor of `shape` filled with zeros of the float type `element`."""
+    from iree.compiler.dialects import arith, linalg, tensor
+
+    return linalg.fill(arith.constant(element, 0.0), outs=[tensor.EmptyOp(shape, element).result])
 
 
 def _zero_padded(value, dim: int, size: int):
     """`value` with dimension `dim` widened to `size` by zeros after it."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import tensor
 
     source = ir.RankedTensorType(value.type)
     shape = list(source.shape)
     if shape[dim] == size:
         return value
     shape[dim] = size
-    zero = linalg.fill(arith.constant(source.element_type, 0.0),
-                       outs=[tensor.EmptyOp(shape, source.element_type).result])
     rank = len(shape)
-    return tensor.insert_slice(value, zero, [], [], [], [0] * rank, list(source.shape), [1] * rank)
+    return tensor.insert_slice(value, _zeros(shape, source.element_type), [], [], [],
+                               [0] * rank, list(source.shape), [1] * rank)
 
 
 def _conv_from_zero(op):
@@ -347,12 +352,11 @@ def _conv_from_zero(op):
     (IREE 3.13: a bias-initialized conv came out without its bias). Its input channels are
     padded with zeros where winograd_channels says, in the input and the filter alike."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import arith
 
     init = op.operands[2]
     out_type = ir.RankedTensorType(init.type)
-    zero = linalg.fill(arith.constant(out_type.element_type, 0.0),
-                       outs=[tensor.EmptyOp(out_type.shape, out_type.element_type).result])
+    zero = _zeros(out_type.shape, out_type.element_type)
     nchw = op.name == WINOGRAD_CONVS[0]
     input_c, filter_c = (1, 1) if nchw else (3, 2)
     height, width = out_type.shape[2:] if nchw else out_type.shape[1:3]
@@ -375,8 +379,8 @@ LOAD_TIME_OPS = ("util.global.load", "tensor.empty", "arith.constant", "linalg.f
 
 
 def _load_time_slice(value) -> list | None:
-    """The ops that compute `value` from globals and constants alone, producers first, with the
-    global they read; None where a function argument or another op feeds it."""
+    """The ops that compute `value` from globals and constants alone (LOAD_TIME_OPS),
+    producers first; None where a function argument or another op feeds it."""
     from iree.compiler import ir
 
     ops: list = []
