@@ -662,7 +662,8 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
 
 def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
     """A module `rewrite` took, and the flags the tuner ships it with: Winograd's conv with its
-    filter a parameter transformed in an initializer; the causal attention in blocks,
+    channels zero-padded (128 -> 144) and its filter a parameter transformed in an initializer,
+    padding and all; the causal attention in blocks,
     decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host); a 1-D
     conv's taps; a global pool, with float reductions reassociated."""
     from iree_dispatch_profiler.iree import rewrites
@@ -670,8 +671,8 @@ def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
 
     if rewrite == "winograd":
         text, count = rewrites.winograd(filter_global(
-            "weights.conv1", '#flow.parameter.named<"model"::"k">'))
-        assert count == 1 and "util.initializer" in text
+            "weights.conv1", '#flow.parameter.named<"model"::"k">', WINOGRAD_WIDE))
+        assert count == 1 and "util.initializer" in text and "tensor<1x144x14x14xf32>" in text
         return text, []
     if rewrite == "conv1d_taps":  # wide enough for a 512-bit vector of outputs
         text, count = rewrites.conv1d_taps(conv1d(
