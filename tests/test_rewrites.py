@@ -2,6 +2,7 @@
 compiler runs), that the rewritten ops compute the convolutions' numbers (IREE runs them,
 numpy is the reference) and are vector code where the named op is not (cross-compiled), and
 the tuner's phase that adopts a rewrite only when it verifies and is faster, and ships it."""
+import dataclasses
 import re
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR, QUICK_TUNING as QUICK, run_script
+from helpers import AVX2, AVX512, DATA_DIR, NEON, QUICK_TUNING as QUICK, run_script
 
 DEPTHWISE_MODEL = DATA_DIR / "depthwise_block.mlir"
 
@@ -299,13 +300,13 @@ def test_winograd_computes_a_parameters_filter_transform_once_at_load():
 def test_a_model_with_several_kinds_is_measured_with_each_rewrite_and_all_of_them():
     from iree_dispatch_profiler.tuning.model import rewrite_search
 
-    found = rewrite_search.candidates(module([STRIDED, GROUPED, GROUPED_UNIT]))
+    found = rewrite_search.candidates(module([STRIDED, GROUPED, GROUPED_UNIT]), AVX512)
     every = "depthwise_taps+grouped_taps+grouped_im2col"
     assert {name: count for name, (_, _, count) in found.items()} == {
         "depthwise_taps": 1, "grouped_taps": 1, "grouped_im2col": 1, every: 3}
     both = found[every][1]
     assert "linalg.conv" not in both and "linalg.depthwise" not in both
-    assert rewrite_search.candidates(module(OTHERS)) == {}
+    assert rewrite_search.candidates(module(OTHERS), AVX512) == {}
 
 
 def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
@@ -323,8 +324,9 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
     assert rewrite_search.under("winograd") == ["channels_last"]
     assert rewrite_search.under("depthwise_taps+winograd") == ["channels_last"]
     assert rewrite_search.under("causal_blocks") == ["decompose_attention"]
+    assert rewrite_search.under("packed_matmuls") == ["data_tiling_early", "im2col_data_tiling"]
     assert all(r.under == () for r in rewrites.REWRITES
-               if r.name not in ("winograd", "causal_blocks"))
+               if r.name not in ("winograd", "causal_blocks", "packed_matmuls"))
 
     def row(under: str, ms: float, default_ms: float, speedup: float, low: float) -> dict:
         return {"name": "winograd", "under": under, "status": "ok", "median_ms": ms,
@@ -561,13 +563,16 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
     """A rewrite that changes the numbers (one tap subtracted) fails the verification against
     IREE's default: recorded with its reason, and the model's own source stays. The right one
     is then adopted, and a flag set measured on the rewritten source does not take the place
-    of IREE's data tiling of the model (same set name, different module). Run in-process from
-    the tuner's own phases, with the wrong rewrite in the registry first."""
+    of IREE's data tiling of the model (same set name, different module). The flag the right
+    one needs (here ukernels off, as packed_matmuls's) comes last on every build of the
+    rewritten source, overriding the set's, on none of the model's own, and in the answer.
+    Run in-process from the tuner's own phases, with the wrong rewrite in the registry first."""
     from iree_dispatch_profiler.cli import autotune
+    from iree_dispatch_profiler.core.library import NO_UKERNELS, UKERNELS
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning import flags as module_flags
     from iree_dispatch_profiler.tuning import model
-    from iree_dispatch_profiler.tuning.model import flag_search, rewrite_search
+    from iree_dispatch_profiler.tuning.model import final, flag_search, rewrite_search, verdict
 
     def wrong(text):
         rewritten, count = rewrites.depthwise_taps(text)
@@ -578,26 +583,40 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
     args = autotune.parser().parse_args([
         "--input", str(DEPTHWISE_MODEL), "--model", "--output", str(tmp_path / "dw.csv"), *QUICK])
     s = autotune.settings(args)
-    tuner, _ = model.start(s, autotune.prepare(args, s))
+    tuner, cpu = model.start(s, autotune.prepare(args, s))
     given = s.input
     roots = model.baseline(tuner)
-    assert rewrite_search.search_rewrites(tuner, roots) is roots
+    assert rewrite_search.search_rewrites(tuner, roots, cpu) is roots
     record = pd.read_csv(tmp_path / "dw_rewrites.csv", keep_default_na=False)
     assert list(record["status"]) == ["wrong-result"] and list(record["chosen"]) == ["no"]
     assert "outputs differ from IREE's default" in record["reason"][0]
     assert s.input == given and not tuner.rewrite and tuner.default is tuner.iree_default
     assert not (tmp_path / "dw_source.mlir").exists()
 
-    monkeypatch.setattr(rewrites, "REWRITES", real)
+    # the right one, needing a flag (as packed_matmuls needs ukernels off) that must then
+    # override a flag set's
+    (taps,) = [r for r in real if r.name == "depthwise_taps"]
+    monkeypatch.setattr(rewrites, "REWRITES", (dataclasses.replace(taps, flags=(NO_UKERNELS,)),))
     (tmp_path / "dw_rewrites.csv").unlink()
-    assert rewrite_search.search_rewrites(tuner, roots) is not roots
+    assert rewrite_search.search_rewrites(tuner, roots, cpu) is not roots
     assert s.input == tmp_path / "dw_source.mlir" and tuner.default.name == "default"
+    assert tuner.source_flags == [NO_UKERNELS]
     data_tiling = next(f for f in module_flags.CURATED if f.name == "data_tiling")
     _, built = flag_search.measure_round(tuner, [data_tiling])
     own = tuner.data_tiling_build()
     assert built["data_tiling"][0].vmfb != own.vmfb
-    assert "dw_source" in (tmp_path / "dw_work" / "source_data_tiling.compile.log").read_text()
-    assert "dw_source" not in (tmp_path / "dw_work" / "model_data_tiling.compile.log").read_text()
+    log = tmp_path / "dw_work"
+    rewritten = (log / "source_data_tiling.compile.log").read_text().splitlines()[0]
+    assert "dw_source" in rewritten
+    assert rewritten.index(UKERNELS) < rewritten.index(NO_UKERNELS)  # the last one holds
+    mine = (log / "model_data_tiling.compile.log").read_text().splitlines()[0]
+    assert "dw_source" not in mine and NO_UKERNELS not in mine
+    # and the answer ships the rewrite's flags, after the flag set's
+    answer = final.ModelResult(None, data_tiling, [], None, None, None, None, None, {}, {}, {},
+                               source="depthwise_taps", source_flags=[NO_UKERNELS])
+    assert verdict.answer_flags(answer) == [*data_tiling.args, NO_UKERNELS]
+    assert verdict.source_lines(answer) == [
+        f"Source: rewritten by depthwise_taps: the answer compiles it, with `{NO_UKERNELS}`"]
 
 
 # a small conv of each kind a rewrite takes, as the named op PyTorch's export makes
@@ -660,14 +679,27 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
     assert vector_multiplies["rewritten"] and not vector_multiplies["named"]
 
 
-def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
-    """A module `rewrite` took, and the flags the tuner ships it with: Winograd's conv with its
-    channels zero-padded (128 -> 144) and its filter a parameter transformed in an initializer,
-    padding and all; the causal attention in blocks,
+# each SIMD family's CPU, and packed_matmuls's register tile (M0, N0) on it
+FAMILIES = {"haswell": (AVX2, (6, 16)), "skylake-avx512": (AVX512, (12, 32)),
+            "neoverse-n1": (NEON, (12, 8))}
+
+
+def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
+    """A module `rewrite` took for `cpu` (of FAMILIES), and the flags the tuner ships it with:
+    Winograd's conv with its channels zero-padded (128 -> 144) and its filter a parameter
+    transformed in an initializer, padding and all; the causal attention in blocks,
     decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host); a 1-D
-    conv's taps; a global pool, with float reductions reassociated."""
+    conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
+    into the family's register tile, with ukernels off."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.flags import CURATED, joined
+    from iree_dispatch_profiler.tuning.model.rewrite_search import flags_of
+
+    if rewrite == "packed_matmuls":
+        target, (m0, n0) = FAMILIES[cpu]
+        text, count = rewrites.packed_matmuls(linears(64, 96, 256, PARAMETER, ("kxn",)), target)
+        assert count == 1 and f"inner_tiles = [{m0}, {n0}]" in text
+        return text, flags_of(rewrite)
 
     if rewrite == "winograd":
         text, count = rewrites.winograd(filter_global(
@@ -691,7 +723,8 @@ def rewritten_module(rewrite: str) -> tuple[str, list[str]]:
 
 
 @pytest.mark.iree
-@pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool"])
+@pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool",
+                                     "packed_matmuls"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
@@ -701,7 +734,7 @@ def test_rewritten_modules_compile_to_vector_code_on_every_simd_family(tools, tm
     """A rewritten module (under the flags it ships with), cross-compiled for each SIMD family:
     it compiles, and its code multiplies (a pool: adds) whole vectors of the family's width (the
     assembly IREE dumps), not only on the machine the tests run on."""
-    text, flags = rewritten_module(rewrite)
+    text, flags = rewritten_module(rewrite, cpu)
     dump = tmp_path / "dump"
     build(tools, text, tmp_path / rewrite, cpu, triple,
           (*flags, f"--iree-hal-dump-executable-intermediates-to={dump}"))
@@ -910,3 +943,186 @@ def test_the_rewritten_conv1d_computes_numpys_numbers(tools, tmp_path):
         "rewritten": text, "wrong": text.replace("arith.addf", "arith.subf", 1)}, wanted)
     assert results["rewritten"].ok, results["rewritten"].detail
     assert not results["wrong"].ok
+
+
+def linears(m: int, k: int, n: int, weight: str, layouts: tuple[str, ...] = ("kxn", "nxk", "batched"),
+            dtype: str = "f32") -> str:
+    """A function of one activation (MxK) per layout, each times the weight `weight` (the
+    initial value of a global of NxK, as a Linear holds it) into a zero accumulator: as the
+    transposed weight (KxN), as the weight itself under transposed maps (NxK), and as a batch
+    matmul of one batch; and one matmul of two arguments (a weight passed in)."""
+    t = f"x{dtype}>"
+    body = [f"  %w = util.global.load @weight : tensor<{n}x{k}{t}",
+            f"  %we = tensor.empty() : tensor<{k}x{n}{t}",
+            f"  %wt = linalg.transpose ins(%w : tensor<{n}x{k}{t}) outs(%we : tensor<{k}x{n}{t}) "
+            "permutation = [1, 0]",
+            f"  %zero = arith.constant 0.0 : {dtype}",
+            f"  %e = tensor.empty() : tensor<{m}x{n}{t}",
+            f"  %acc = linalg.fill ins(%zero : {dtype}) outs(%e : tensor<{m}x{n}{t}) -> tensor<{m}x{n}{t}"]
+    ops = {
+        "kxn": f"linalg.matmul ins(%kxn_x, %wt : tensor<{m}x{k}{t}, tensor<{k}x{n}{t}) "
+               f"outs(%acc : tensor<{m}x{n}{t}) -> tensor<{m}x{n}{t}",
+        "nxk": "linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, "
+               "affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>] "
+               f"ins(%nxk_x, %w : tensor<{m}x{k}{t}, tensor<{n}x{k}{t}) "
+               f"outs(%acc : tensor<{m}x{n}{t}) -> tensor<{m}x{n}{t}",
+        "activations": f"linalg.matmul ins(%activations_x, %activations_b : tensor<{m}x{k}{t}, "
+                       f"tensor<{k}x{n}{t}) outs(%acc : tensor<{m}x{n}{t}) -> tensor<{m}x{n}{t}",
+    }
+    args, results = [], []
+    for layout in layouts:
+        args.append(f"%{layout}_x: tensor<{m}x{k}{t}")
+        if layout == "batched":
+            body += [f"  %wb = tensor.expand_shape %wt [[0, 1], [2]] output_shape [1, {k}, {n}] : "
+                     f"tensor<{k}x{n}{t} into tensor<1x{k}x{n}{t}",
+                     f"  %xb = tensor.expand_shape %batched_x [[0, 1], [2]] output_shape "
+                     f"[1, {m}, {k}] : tensor<{m}x{k}{t} into tensor<1x{m}x{k}{t}",
+                     f"  %eb = tensor.empty() : tensor<1x{m}x{n}{t}",
+                     f"  %accb = linalg.fill ins(%zero : {dtype}) outs(%eb : tensor<1x{m}x{n}{t}) "
+                     f"-> tensor<1x{m}x{n}{t}",
+                     f"  %pb = linalg.batch_matmul ins(%xb, %wb : tensor<1x{m}x{k}{t}, "
+                     f"tensor<1x{k}x{n}{t}) outs(%accb : tensor<1x{m}x{n}{t}) -> tensor<1x{m}x{n}{t}",
+                     f"  %batched = tensor.collapse_shape %pb [[0, 1], [2]] : tensor<1x{m}x{n}{t} "
+                     f"into tensor<{m}x{n}{t}"]
+        else:
+            if layout == "activations":
+                args.append(f"%activations_b: tensor<{k}x{n}{t}")
+            body.append(f"  %{layout} = {ops[layout]}")
+        results.append(f"%{layout}")
+    types = ", ".join([f"tensor<{m}x{n}{t}"] * len(results))
+    return (f"util.global private @weight = {weight} : tensor<{n}x{k}{t}\n"
+            f"func.func @main({', '.join(args)}) -> ({types}) {{\n" + "\n".join(body)
+            + f"\n  return {', '.join(results)} : {types}\n}}\n")
+
+
+PARAMETER = '#flow.parameter.named<"model"::"w">'
+
+
+def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
+    """A matmul (KxN, NxK, or a batch of one; of a global's weight or of one passed in) is
+    packed into the CPU's register tile (AVX-512 12x32, AVX2 6x16, NEON 12x8): A, B and the
+    accumulator packed, a linalg.mmt4d, the result unpacked. One of too few rows for the tile
+    (a decode step's), f16 ones, and any on a CPU without such a tile are left alone."""
+    from iree_dispatch_profiler.core.library import CpuTarget
+    from iree_dispatch_profiler.iree import rewrites
+
+    weights = linears(64, 96, 256, PARAMETER, ("kxn", "nxk", "batched", "activations"))
+    for cpu, (m0, n0) in FAMILIES.values():
+        text, count = rewrites.packed_matmuls(weights, cpu)
+        assert count == 4 and text.count("linalg.mmt4d") == 4
+        assert "linalg.batch_matmul" not in text and "linalg.matmul" not in text
+        m1, n1 = -(-64 // m0), -(-256 // n0)
+        assert text.count(f"inner_tiles = [{m0}, 1] into %") == 4  # A
+        assert text.count(f"-> tensor<{n1}x96x{n0}x1xf32>") == 4  # B, from either layout
+        assert text.count("linalg.unpack") == 4 and f"tensor<{m1}x{n1}x{m0}x{n0}xf32>" in text
+    short = linears(8, 96, 256, PARAMETER)  # 8 rows: under 4 tiles of 12 (and of 6)
+    assert rewrites.packed_matmuls(short, AVX512) == (short, 0)
+    assert rewrites.packed_matmuls(short, AVX2) == (short, 0)
+    half = linears(64, 96, 256, PARAMETER, dtype="f16")
+    assert rewrites.packed_matmuls(half, AVX512) == (half, 0)
+    sse = CpuTarget("x86-64", "+sse2,+sse4.2", "", "x86_64", 16, 1 << 20)
+    assert rewrites.packed_matmuls(weights, sse) == (weights, 0)
+
+
+def dense(values: np.ndarray) -> str:
+    """An f32 array as a dense attribute's value."""
+    rows = ", ".join("[" + ", ".join(f"{v:.8e}" for v in row) + "]" for row in values)
+    return f"dense<[{rows}]>"
+
+
+@pytest.mark.iree
+def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch):
+    """Rows and columns that are not whole tiles (50 x 48, padded to the host's tile), in each
+    layout, compiled with the flag the rewrite ships (ukernels off) and run by IREE: numpy's
+    product. With the layouts' transposition taken the other way round (a square weight, so
+    that it still compiles), they are not."""
+    from iree_dispatch_profiler.core.library import NO_UKERNELS, Target
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    rng = np.random.default_rng(0)
+    m, k, n = 50, 48, 48
+    weight = rng.standard_normal((n, k)).astype(np.float32)
+    source = linears(m, k, n, dense(weight))
+    text, count = rewrites.packed_matmuls(source, cpu)
+    assert count == 3
+    flipped = {op: (a, {b: not t for b, t in maps.items()})
+               for op, (a, maps) in rewrites._MATMUL_MAPS.items()}
+    monkeypatch.setattr(rewrites, "_MATMUL_MAPS", flipped)
+    wrong, _ = rewrites.packed_matmuls(source, cpu)
+    xs = [rng.standard_normal((m, k)).astype(np.float32) for _ in range(3)]
+    inputs = []
+    for i, x in enumerate(xs):
+        np.save(tmp_path / f"x{i}.npy", x)
+        inputs.append(f"@{tmp_path / f'x{i}.npy'}")
+    for name, module_text in (("rewritten", text), ("wrong", wrong)):
+        outputs = [tmp_path / f"{name}_{i}.npy" for i in range(3)]
+        vmfb = build(tools, module_text, tmp_path / name, flags=(NO_UKERNELS,))
+        ran = run_module(tools, vmfb, "main", "local-task", inputs, outputs, 300)
+        assert ran.ok, ran.reason
+        checks = [agreement(np.load(o), (x.astype(np.float64) @ weight.T).astype(np.float32))
+                  for o, x in zip(outputs, xs)]
+        if name == "rewritten":
+            assert all(c.ok for c in checks), [c.detail for c in checks]
+        else:
+            assert not any(c.ok for c in checks)
+
+
+@pytest.mark.iree
+def test_packed_matmuls_pack_a_parameters_weight_once_at_load(tools, tmp_path):
+    """The weight a parameter holds is packed in an initializer (IREE hoists the pack of a
+    global), not in the function's dispatches, which pack their activations only."""
+    from iree_dispatch_profiler.core.library import NO_UKERNELS, DataType, Target
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.ops import cpu_tiles
+
+    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    if tile is None:
+        pytest.skip(f"{cpu.summary} has no register tile of packed_matmuls")
+    m0, n0, _ = tile
+    text, count = rewrites.packed_matmuls(linears(64, 96, 256, PARAMETER, ("kxn",)), cpu)
+    assert count == 1
+    dump = tmp_path / "sources"
+    build(tools, text, tmp_path / "packed", flags=(
+        NO_UKERNELS, f"--iree-hal-dump-executable-sources-to={dump}"))
+    packed_weight = re.compile(rf"linalg\.pack .*-> tensor<{-(-256 // n0)}x96x{n0}x1xf32>")
+    packs = {path.name: len(packed_weight.findall(path.read_text())) for path in dump.glob("*.mlir")}
+    at_load = [name for name, found in packs.items() if found and "initializer" in name]
+    per_call = [name for name, found in packs.items() if found and "initializer" not in name]
+    assert at_load and not per_call, packs
+    activations = re.compile(rf"linalg\.pack .*-> tensor<{-(-64 // m0)}x96x{m0}x1xf32>")
+    assert any(activations.search(p.read_text()) for p in dump.glob("*main*.mlir"))
+
+
+@pytest.mark.iree
+def test_a_sources_own_packed_matmul_is_tuned_inside_the_model_without_data_tiling(tools, tmp_path):
+    """The mmt4d packed_matmuls writes is the source's own, configured before specs apply
+    even where no flag data-tiles (unlike the packed matmuls of late data tiling): it is a
+    target, and its tuned config applies to its dispatch."""
+    from iree_dispatch_profiler.core.library import NO_UKERNELS, Target
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.target import resolve_target
+
+    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    rng = np.random.default_rng(0)
+    text, count = rewrites.packed_matmuls(
+        linears(128, 96, 256, dense(rng.standard_normal((256, 96))), ("kxn",)), cpu)
+    if not count:
+        pytest.skip(f"{cpu.summary} has no register tile of packed_matmuls")
+    source = tmp_path / "packed.mlir"
+    source.write_text(text)
+    output = tmp_path / "p.csv"
+    result = run_script("autotune.py", "--input", source, "--model", "--output", output,
+                        "--top", "1", "--n-trial", "1", "--tuner", "random",
+                        f"--base-flags={NO_UKERNELS}", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranking = pd.read_csv(tmp_path / "p_dispatches.csv", keep_default_na=False)
+    (packed,) = ranking[ranking["root"] == "linalg.mmt4d"].to_dict("records")
+    assert packed["not_tunable"] == "" and packed["target"] != ""
+    trials = pd.read_csv(output)
+    assert len(trials) == 1 and trials["config_applied"][0] == "yes", trials.to_dict("records")

@@ -16,6 +16,7 @@ DATA_TILING = "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all"
 # spec's: seen in 3.13).
 DATA_TILING_EARLY = " ".join((*EARLY_DATA_TILING, UKERNELS))
 EARLY_MATERIALIZATION = EARLY_DATA_TILING[1]
+DATA_TILING_FLAGS = (EARLY_DATA_TILING[0], "--iree-opt-data-tiling")  # global-opt's, its alias
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 # The option is a list: each value adds an op family to the default {matmul, scaled_matmul}
 # (a comma-separated value is refused in 3.13).
@@ -109,6 +110,13 @@ CURATED = (
             "bits, as at IREE's -O2"),
     FlagSet("O3", "--iree-opt-level=O3", "IREE's highest optimization level"),
 )
+
+
+def late_data_tiling(flags: list[str]) -> bool:
+    """Whether `flags` data-tile matmuls with encodings materialized inside codegen, after
+    specs apply: the packed matmuls it makes take no spec (a source's own mmt4d, as
+    rewrites.packed_matmuls writes, does without data tiling)."""
+    return any(f in DATA_TILING_FLAGS for f in flags) and EARLY_MATERIALIZATION not in flags
 
 
 def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str] | None) -> list[FlagSet]:

@@ -72,7 +72,7 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     # depthwise conv leaves 1x1 convs that im2col makes named matmuls
     kinds = {root.op.kind for root in default_roots.values() if root.op}
     if not s.list_only and s.spec is None:
-        default_roots = rewrite_search.search_rewrites(tuner, default_roots)
+        default_roots = rewrite_search.search_rewrites(tuner, default_roots, cpu)
         kinds |= {root.op.kind for root in default_roots.values() if root.op}
         known = stored.reuse(tuner, default_roots)
         if known is not None:

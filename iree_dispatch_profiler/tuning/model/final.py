@@ -61,6 +61,7 @@ class ModelResult:
     # where the root op's work is known
     work: dict[str, float] = dataclasses.field(default_factory=dict)
     source: str = ""  # the source rewrite the answer compiles ("": the model's own)
+    source_flags: list[str] = dataclasses.field(default_factory=list)  # the flags it needs
     # the ways the shipped build's whole call was timed (runtimes()), each with its speedup
     # against the first, the tuner's own way (None there); empty: not timed (another machine
     # runs the candidates)
@@ -159,7 +160,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        against("flags"), per_target, medians(before), medians(after),
                        model_times(outcome, benches), work(answer_roots, after),
                        f"{tuner.rewrite} ({tuner.s.paths.rewritten_source.name})"
-                       if tuner.rewrite else "")
+                       if tuner.rewrite else "", list(tuner.source_flags))
 
 
 def runtimes(device: str) -> list[Runtime]:

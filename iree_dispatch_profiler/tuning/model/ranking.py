@@ -103,7 +103,7 @@ def not_tunable(root: DispatchRoot | None, flags: list[str]) -> str:
     """Why a dispatch is not tuned under `flags` (the candidates'), or '' if it is."""
     if root is None:
         return "IREE marked no root op in its executable"
-    if root.op and root.op.kind == MMT4D and module_flags.EARLY_MATERIALIZATION not in flags:
+    if root.op and root.op.kind == MMT4D and module_flags.late_data_tiling(flags):
         return (f"a packed matmul of late data tiling ({root.name}): IREE configures it after "
                 f"specs apply (tunable under data_tiling_early)")
     if root.op is None:

@@ -2,8 +2,9 @@
 verified and timed on the whole model against IREE's default in one interleaved session, and
 under the flag sets it names (Rewrite.under) against the model's own source under them. The
 fastest whose interval clears its reference (and faster than IREE's default) is adopted: its
-module (X_source.mlir) is what every later build compiles and what the answer ships, and what
-the flags and the spec are measured against (X_rewrites.csv, read back to resume)."""
+module (X_source.mlir), with the flags it needs (Rewrite.flags), is what every later build
+compiles and what the answer ships, and what the flags and the spec are measured against
+(X_rewrites.csv, read back to resume)."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ import math
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.files import write_atomically
-from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.core.library import CpuTarget, UserError
 from iree_dispatch_profiler.iree import rewrites
 from iree_dispatch_profiler.tuning.engine import DEFAULT
 from iree_dispatch_profiler.tuning.model import flag_search
@@ -27,19 +28,20 @@ COLUMNS = ["name", "under", "ops", "status", "reason", "max_abs_err", "median_ms
            "why"]
 
 
-def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
+def search_rewrites(tuner: ModelTuner, roots: dict, cpu: CpuTarget) -> dict:
     """The model's dispatch roots from here on: the rewritten model's where a rewrite is
     adopted, `roots` (IREE's default's) otherwise."""
     s, log = tuner.s, tuner.log
     path = s.paths.rewrites_record
-    applies = candidates(tuner.lowered.read_text())
+    applies = candidates(tuner.lowered.read_text(), cpu)
     if not applies:
         return roots
     if path.is_file():
         rows = read_table(path, COLUMNS, "a rewrite record")
         log(f"Rewrites from {path}")
     else:
-        rows = measure(tuner, applies)
+        kinds = {root.op.kind for root in roots.values() if root.op}
+        rows = measure(tuner, applies, kinds)
         write_table(path, COLUMNS, rows)
     for row in rows:
         shown = (speedup_text(row) if row["status"] == OK
@@ -59,6 +61,7 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
         return roots
     why, text, _ = applies[chosen]
     write_atomically(s.paths.rewritten_source, text)
+    tuner.source_flags = flags_of(chosen)
     build, rewritten_roots = tuner.build_surveyed(f"model_{chosen}", [], text)
     if build.reason:
         raise UserError(f"the model rewritten by {chosen} does not compile: {build.reason}")
@@ -71,31 +74,41 @@ def search_rewrites(tuner: ModelTuner, roots: dict) -> dict:
     return rewritten_roots
 
 
-def candidates(source: str) -> dict[str, tuple[str, str, int]]:
-    """name -> (why, rewritten text, ops rewritten) of each rewrite that applies to `source`;
-    where more than one does, all of them too (`a+b`): they rewrite different ops."""
+def candidates(source: str, cpu: CpuTarget) -> dict[str, tuple[str, str, int]]:
+    """name -> (why, rewritten text, ops rewritten) of each rewrite that applies to `source`
+    for `cpu`; where more than one does, all of them too (`a+b`): they rewrite different ops."""
     found = {}
     for rewrite in rewrites.REWRITES:
-        text, count = rewrite.apply(source)
+        text, count = rewrite.run(source, cpu)
         if count:
             found[rewrite.name] = (rewrite.why, text, count)
     if len(found) > 1:  # the first one's text, with the others applied to it
         first, *others = found
         _, text, count = found[first]
         for rewrite in (r for r in rewrites.REWRITES if r.name in others):
-            text, more = rewrite.apply(text)
+            text, more = rewrite.run(text, cpu)
             count += more
         found["+".join(found)] = ("; ".join(why for why, _, _ in found.values()), text, count)
     return found
 
 
+def _parts(name: str) -> list[rewrites.Rewrite]:
+    """The rewrites of a name (`a+b`: joined)."""
+    by_name = {r.name: r for r in rewrites.REWRITES}
+    return [by_name[part] for part in name.split("+") if part in by_name]
+
+
 def under(name: str) -> list[str]:
     """The flag sets a rewrite (or rewrites joined: `a+b`) is also measured under."""
-    by_name = {r.name: r for r in rewrites.REWRITES}
-    return sorted({f for part in name.split("+") if part in by_name for f in by_name[part].under})
+    return sorted({f for r in _parts(name) for f in r.under})
 
 
-def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
+def flags_of(name: str) -> list[str]:
+    """The flags every build of the model rewritten by `name` takes (Rewrite.flags)."""
+    return list(dict.fromkeys(f for r in _parts(name) for f in r.flags))
+
+
+def measure(tuner: ModelTuner, applies: dict, kinds: set[str]) -> list[dict]:
     """A row per rewrite that applies (COLUMNS) against IREE's default, and one per flag set it
     names against the model's own source under that set, with IREE's default in the same
     session; of those significantly faster than their reference (and, under flags, with a
@@ -104,16 +117,19 @@ def measure(tuner: ModelTuner, applies: dict) -> list[dict]:
     tuner.log(f"Source rewrites: {len(applies)} on the whole model against IREE's default")
     rows = flag_search.verify_and_time(tuner, [
         ({"name": name, "under": "", "ops": count, "why": why, "chosen": "no"},
-         tuner.build_surveyed(f"model_{name}", [], text)[0])
+         tuner.build_surveyed(f"model_{name}", flags_of(name), text)[0])
         for name, (why, text, count) in applies.items()], "rewrites")
     for row in flag_search.timed_rows(rows):
         row["default_ms"] = row["reference_ms"]
     by_name = {f.name: f for f in module_flags.CURATED}
-    unders = {name: under(name) for name in applies}
+    # under the sets that can matter for the model's root op `kinds` only (im2col: convs)
+    relevant = {f.name for f in module_flags.relevant(module_flags.CURATED, kinds)}
+    unders = {name: [f for f in under(name) if f in relevant] for name in applies}
     for flag_name in sorted({f for names in unders.values() for f in names}):
         flag_set = by_name[flag_name]
         paired = [({"name": name, "under": flag_name, "ops": count, "why": why, "chosen": "no"},
-                   tuner.build(f"model_{name}+{flag_name}", text, flag_set.args))
+                   tuner.build(f"model_{name}+{flag_name}", text,
+                               [*flag_set.args, *flags_of(name)]))
                   for name, (why, text, count) in applies.items() if flag_name in unders[name]]
         own = tuner.build(f"model_own+{flag_name}", None, flag_set.args)
         if own.reason:  # nothing to measure them against

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from iree_dispatch_profiler.iree import tunable
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
@@ -49,6 +50,8 @@ class ModelTuner(Tuner):
         self.lowered, self.function = lowered, function
         self.model = s.input  # the user's model (s.input becomes a rewritten source if adopted)
         self.base_flags: list[str] = []  # the chosen flags: every candidate compiles with them
+        # the flags an adopted rewrite needs (Rewrite.flags): last on every build of the source
+        self.source_flags: list[str] = []
         self._data_tiling_said = False
         super().__init__(s, toolchain, log)
 
@@ -59,6 +62,13 @@ class ModelTuner(Tuner):
         """The build name of a flag set `name`: under a source rewrite, apart from the model's
         own builds (IREE's data tiling of the model is `model_data_tiling`)."""
         return f"{'source' if self.rewrite else 'model'}_{name}"
+
+    def build(self, name: str, text: str | None, flags: Sequence[str], config=None,
+              source: Path | None = None) -> Build:
+        """As Tuner.build; the source tuned (not another `source`) with the flags an adopted
+        rewrite needs, last: they override a flag set's (ukernels)."""
+        extra = self.source_flags if source is None else []
+        return super().build(name, text, [*flags, *extra], config, source)
 
     def without_flags(self) -> None:
         """Candidates compile with no flags and are measured against the source's default."""

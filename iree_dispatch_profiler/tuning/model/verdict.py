@@ -98,8 +98,13 @@ def runtime_lines(result: ModelResult) -> list[str]:
 
 def answer_flags(result: ModelResult) -> list[str]:
     """The flags the answer adds to the target's."""
-    return ([*result.flags.args] if result.flags else []) + (
-        [f"{SPEC_FLAG}={result.spec.resolve()}"] if result.spec else [])
+    return shipped_flags(result) + ([f"{SPEC_FLAG}={result.spec.resolve()}"] if result.spec
+                                    else [])
+
+
+def shipped_flags(result: ModelResult) -> list[str]:
+    """The answer's flags but its spec: the flag set's, then those of the source rewrite."""
+    return [*(result.flags.args if result.flags else []), *result.source_flags]
 
 
 def answer_line(result: ModelResult, script: Path) -> str:
@@ -173,7 +178,10 @@ def comparison_lines(result: ModelResult) -> list[str]:
 
 
 def source_lines(result: ModelResult) -> list[str]:
-    return [f"Source: rewritten by {result.source}: the answer compiles it"] if result.source else []
+    if not result.source:
+        return []
+    needs = (f", with `{shlex.join(result.source_flags)}`" if result.source_flags else "")
+    return [f"Source: rewritten by {result.source}: the answer compiles it{needs}"]
 
 
 def verdict_lines(result: ModelResult) -> list[str]:
@@ -256,7 +264,8 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
 def write_report(path: Path, dispatches: list[dict], result: ModelResult,
                  goes: list[str]) -> None:
     lines = ["# Model tuning report", "",
-             f"Flags: `{result.flags.flags}` ({result.flags.name})" if result.flags
+             f"Flags: `{shlex.join(shipped_flags(result))}`"
+             + (f" ({result.flags.name})" if result.flags else "") if shipped_flags(result)
              else "Flags: none",
              f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
              "| dispatch | root op | share | flags alone ms | tuned ms | tuned GFLOP/s | of ceiling | "
@@ -294,8 +303,8 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     flags_path.unlink(missing_ok=True)
     script.unlink(missing_ok=True)
     shipped = result.answer and result.outputs_ok
-    if shipped and result.flags is not None:
-        flags_path.write_text(shlex.join(result.flags.args) + "\n")  # quoted for a shell
+    if shipped and shipped_flags(result):
+        flags_path.write_text(shlex.join(shipped_flags(result)) + "\n")  # quoted for a shell
     if result.spec is not None and not result.outputs_ok:
         # kept to look at, under a name no one ships by mistake
         result.spec.replace(paths.rejected_spec if result.spec == paths.tuning_spec
@@ -303,7 +312,7 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     for problem in result.problems:
         log(f"Spec problem: {problem}")
     if result.spec is not None and result.outputs_ok:
-        together = f" with the flags in {flags_path}" if result.flags else ""
+        together = f" with the flags in {flags_path}" if shipped_flags(result) else ""
         log(f"Tuning spec {result.spec}{together}: " + (
             "applies as intended" if not result.problems
             else f"{len(result.problems)} problem(s)"))
