@@ -945,12 +945,46 @@ def test_the_rewritten_conv1d_computes_numpys_numbers(tools, tmp_path):
     assert not results["wrong"].ok
 
 
-def linears(m: int, k: int, n: int, weight: str, layouts: tuple[str, ...] = ("kxn", "nxk", "batched"),
+def batch_matmul(layout: str, batches: int, m: int, k: int, n: int, t: str, dtype: str) -> list[str]:
+    """The lines of `linears`' batch matmul layouts: its activation argument (batches*M rows)
+    expanded to batches of M rows, times the transposed weight for each batch (`batched`: a
+    batch of one; `broadcast`: torch-mlir's broadcast generic, as a Linear on a batch of
+    sequences exports; `unshared`: a B argument of its own per batch), collapsed back."""
+    rows, bt = batches * m, f"tensor<{batches}x{k}x{n}{t}"
+    lines = [f"  %{layout}_xb = tensor.expand_shape %{layout}_x [[0, 1], [2]] output_shape "
+             f"[{batches}, {m}, {k}] : tensor<{rows}x{k}{t} into tensor<{batches}x{m}x{k}{t}",
+             f"  %{layout}_e = tensor.empty() : tensor<{batches}x{m}x{n}{t}",
+             f"  %{layout}_acc = linalg.fill ins(%zero : {dtype}) outs(%{layout}_e : "
+             f"tensor<{batches}x{m}x{n}{t}) -> tensor<{batches}x{m}x{n}{t}"]
+    if layout == "batched":
+        lines.append(f"  %{layout}_b = tensor.expand_shape %wt [[0, 1], [2]] output_shape "
+                     f"[1, {k}, {n}] : tensor<{k}x{n}{t} into {bt}")
+    elif layout == "broadcast":
+        lines += [f"  %{layout}_be = tensor.empty() : {bt}",
+                  f"  %{layout}_b = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> "
+                  "(d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = "
+                  '["parallel", "parallel", "parallel"]} '
+                  f"ins(%wt : tensor<{k}x{n}{t}) outs(%{layout}_be : {bt}) {{\n"
+                  f"  ^bb0(%in: {dtype}, %out: {dtype}):\n    linalg.yield %in : {dtype}\n  }} -> {bt}"]
+    lines += [f"  %{layout}_p = linalg.batch_matmul ins(%{layout}_xb, %{layout}_b : "
+              f"tensor<{batches}x{m}x{k}{t}, {bt}) outs(%{layout}_acc : "
+              f"tensor<{batches}x{m}x{n}{t}) -> tensor<{batches}x{m}x{n}{t}",
+              f"  %{layout} = tensor.collapse_shape %{layout}_p [[0, 1], [2]] : "
+              f"tensor<{batches}x{m}x{n}{t} into tensor<{rows}x{n}{t}"]
+    return lines
+
+
+BATCHES = {"batched": 1, "broadcast": 2, "unshared": 2}  # batch_matmul's layouts
+
+
+def linears(m: int, k: int, n: int, weight: str,
+            layouts: tuple[str, ...] = ("kxn", "nxk", "batched", "broadcast"),
             dtype: str = "f32") -> str:
-    """A function of one activation (MxK) per layout, each times the weight `weight` (the
+    """A function of one activation argument per layout, each times the weight `weight` (the
     initial value of a global of NxK, as a Linear holds it) into a zero accumulator: as the
-    transposed weight (KxN), as the weight itself under transposed maps (NxK), and as a batch
-    matmul of one batch; and one matmul of two arguments (a weight passed in)."""
+    transposed weight (KxN), as the weight itself under transposed maps (NxK), in a batch
+    matmul (BATCHES: M rows a batch, the argument and the result of all batches' rows); and
+    a matmul of two arguments (a weight passed in)."""
     t = f"x{dtype}>"
     body = [f"  %w = util.global.load @weight : tensor<{n}x{k}{t}",
             f"  %we = tensor.empty() : tensor<{k}x{n}{t}",
@@ -971,51 +1005,51 @@ def linears(m: int, k: int, n: int, weight: str, layouts: tuple[str, ...] = ("kx
     }
     args, results = [], []
     for layout in layouts:
-        args.append(f"%{layout}_x: tensor<{m}x{k}{t}")
-        if layout == "batched":
-            body += [f"  %wb = tensor.expand_shape %wt [[0, 1], [2]] output_shape [1, {k}, {n}] : "
-                     f"tensor<{k}x{n}{t} into tensor<1x{k}x{n}{t}",
-                     f"  %xb = tensor.expand_shape %batched_x [[0, 1], [2]] output_shape "
-                     f"[1, {m}, {k}] : tensor<{m}x{k}{t} into tensor<1x{m}x{k}{t}",
-                     f"  %eb = tensor.empty() : tensor<1x{m}x{n}{t}",
-                     f"  %accb = linalg.fill ins(%zero : {dtype}) outs(%eb : tensor<1x{m}x{n}{t}) "
-                     f"-> tensor<1x{m}x{n}{t}",
-                     f"  %pb = linalg.batch_matmul ins(%xb, %wb : tensor<1x{m}x{k}{t}, "
-                     f"tensor<1x{k}x{n}{t}) outs(%accb : tensor<1x{m}x{n}{t}) -> tensor<1x{m}x{n}{t}",
-                     f"  %batched = tensor.collapse_shape %pb [[0, 1], [2]] : tensor<1x{m}x{n}{t} "
-                     f"into tensor<{m}x{n}{t}"]
+        rows = BATCHES.get(layout, 1) * m
+        args.append(f"%{layout}_x: tensor<{rows}x{k}{t}")
+        if layout in BATCHES:
+            if layout == "unshared":
+                args.append(f"%unshared_b: tensor<{BATCHES[layout]}x{k}x{n}{t}")
+            body += batch_matmul(layout, BATCHES[layout], m, k, n, t, dtype)
         else:
             if layout == "activations":
                 args.append(f"%activations_b: tensor<{k}x{n}{t}")
             body.append(f"  %{layout} = {ops[layout]}")
-        results.append(f"%{layout}")
-    types = ", ".join([f"tensor<{m}x{n}{t}"] * len(results))
+        results.append((f"%{layout}", f"tensor<{rows}x{n}{t}"))
+    types = ", ".join(r for _, r in results)
     return (f"util.global private @weight = {weight} : tensor<{n}x{k}{t}\n"
             f"func.func @main({', '.join(args)}) -> ({types}) {{\n" + "\n".join(body)
-            + f"\n  return {', '.join(results)} : {types}\n}}\n")
+            + f"\n  return {', '.join(v for v, _ in results)} : {types}\n}}\n")
 
 
 PARAMETER = '#flow.parameter.named<"model"::"w">'
 
 
 def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
-    """A matmul (KxN, NxK, or a batch of one; of a global's weight or of one passed in) is
-    packed into the CPU's register tile (AVX-512 12x32, AVX2 6x16, NEON 12x8): A, B and the
-    accumulator packed, a linalg.mmt4d, the result unpacked. One of too few rows for the tile
-    (a decode step's), f16 ones, and any on a CPU without such a tile are left alone."""
+    """A matmul (KxN, NxK; of a global's weight or of one passed in) or a batch matmul (of one
+    batch, or of one B broadcast to every batch, its batches then rows of A) is packed into
+    the CPU's register tile (AVX-512 12x32, AVX2 6x16, NEON 12x8): A, B and the accumulator
+    packed, a linalg.mmt4d, the result unpacked. A batch matmul of a B per batch, one of too
+    few rows for the tile (a decode step's), f16 ones, and any on a CPU without such a tile
+    are left alone."""
     from iree_dispatch_profiler.core.library import CpuTarget
     from iree_dispatch_profiler.iree import rewrites
 
-    weights = linears(64, 96, 256, PARAMETER, ("kxn", "nxk", "batched", "activations"))
+    weights = linears(64, 96, 256, PARAMETER,
+                      ("kxn", "nxk", "batched", "broadcast", "activations", "unshared"))
     for cpu, (m0, n0) in FAMILIES.values():
         text, count = rewrites.packed_matmuls(weights, cpu)
-        assert count == 4 and text.count("linalg.mmt4d") == 4
-        assert "linalg.batch_matmul" not in text and "linalg.matmul" not in text
+        assert count == 5 and text.count("linalg.mmt4d") == 5
+        assert "linalg.matmul" not in text and text.count("linalg.batch_matmul") == 1
         m1, n1 = -(-64 // m0), -(-256 // n0)
-        assert text.count(f"inner_tiles = [{m0}, 1] into %") == 4  # A
-        assert text.count(f"-> tensor<{n1}x96x{n0}x1xf32>") == 4  # B, from either layout
-        assert text.count("linalg.unpack") == 4 and f"tensor<{m1}x{n1}x{m0}x{n0}xf32>" in text
-    short = linears(8, 96, 256, PARAMETER)  # 8 rows: under 4 tiles of 12 (and of 6)
+        assert text.count(f"inner_tiles = [{m0}, 1] into %") == 5  # A
+        assert f"tensor<128x96xf32> -> tensor<{-(-128 // m0)}x96x{m0}x1xf32>" in text  # 2 batches
+        assert text.count(f"-> tensor<{n1}x96x{n0}x1xf32>") == 5  # B, from every layout
+        assert text.count("linalg.unpack") == 5 and f"tensor<{m1}x{n1}x{m0}x{n0}xf32>" in text
+    # 24 rows are under 4 tiles of 12; two batches of them are not
+    assert rewrites.packed_matmuls(linears(24, 96, 256, PARAMETER, ("kxn", "broadcast")),
+                                   AVX512)[1] == 1
+    short = linears(8, 96, 256, PARAMETER)  # 8 rows, 16 in two batches: under 4 tiles of 6
     assert rewrites.packed_matmuls(short, AVX512) == (short, 0)
     assert rewrites.packed_matmuls(short, AVX2) == (short, 0)
     half = linears(64, 96, 256, PARAMETER, dtype="f16")
@@ -1033,9 +1067,9 @@ def dense(values: np.ndarray) -> str:
 @pytest.mark.iree
 def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch):
     """Rows and columns that are not whole tiles (50 x 48, padded to the host's tile), in each
-    layout, compiled with the flag the rewrite ships (ukernels off) and run by IREE: numpy's
-    product. With the layouts' transposition taken the other way round (a square weight, so
-    that it still compiles), they are not."""
+    layout (two batches of 50 rows sharing the weight too), compiled with the flag the rewrite
+    ships (ukernels off) and run by IREE: numpy's product. With the layouts' transposition
+    taken the other way round (a square weight, so that it still compiles), they are not."""
     from iree_dispatch_profiler.core.library import NO_UKERNELS, Target
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
@@ -1048,18 +1082,19 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch):
     weight = rng.standard_normal((n, k)).astype(np.float32)
     source = linears(m, k, n, dense(weight))
     text, count = rewrites.packed_matmuls(source, cpu)
-    assert count == 3
+    assert count == 4
     flipped = {op: (a, {b: not t for b, t in maps.items()})
                for op, (a, maps) in rewrites._MATMUL_MAPS.items()}
     monkeypatch.setattr(rewrites, "_MATMUL_MAPS", flipped)
     wrong, _ = rewrites.packed_matmuls(source, cpu)
-    xs = [rng.standard_normal((m, k)).astype(np.float32) for _ in range(3)]
+    xs = [rng.standard_normal((BATCHES.get(layout, 1) * m, k)).astype(np.float32)
+          for layout in ("kxn", "nxk", "batched", "broadcast")]
     inputs = []
     for i, x in enumerate(xs):
         np.save(tmp_path / f"x{i}.npy", x)
         inputs.append(f"@{tmp_path / f'x{i}.npy'}")
     for name, module_text in (("rewritten", text), ("wrong", wrong)):
-        outputs = [tmp_path / f"{name}_{i}.npy" for i in range(3)]
+        outputs = [tmp_path / f"{name}_{i}.npy" for i in range(len(xs))]
         vmfb = build(tools, module_text, tmp_path / name, flags=(NO_UKERNELS,))
         ran = run_module(tools, vmfb, "main", "local-task", inputs, outputs, 300)
         assert ran.ok, ran.reason

@@ -53,12 +53,13 @@ front end (Conv1d 1->64 k10 s5, Conv1d 64->64 k3 s2, a depthwise Conv1d, LayerNo
 16000 samples: 5.35x [4.55, 6.26] against IREE's default rewritten, and its tuned dispatches
 took 0.764 ms where IREE's default took 6.345 ms (Zen 4).
 
-The eighth depends on the CPU: packed_matmuls writes a matmul (a Linear layer's) as data
-tiling does, packs, a linalg.mmt4d and an unpack, but with the register tile of
-cpu_tiles.register_tile (AVX-512 12x32, AVX2 6x16, NEON 12x8) where data tiling takes IREE's
-(AVX-512 16x16, whose microkernel loads 17 vectors for 16 FMAs: load-bound on two FMA units).
-IREE computes a weight's pack at load (a weight passed in as an argument: every call, as data
-tiling does); the activations' pack fuses with their producer. IREE's default lowers every f32 mmt4d to its microkernel, which
+The eighth depends on the CPU: packed_matmuls writes a matmul (a Linear layer's, also on a
+batch of sequences: a batch matmul of one B, its batches rows) as data tiling does, packs, a
+linalg.mmt4d and an unpack, but with the register tile of cpu_tiles.register_tile (AVX-512
+12x32, AVX2 6x16, NEON 12x8) where data tiling takes IREE's (AVX-512 16x16, whose microkernel
+loads 17 vectors for 16 FMAs: load-bound on two FMA units). IREE computes a weight's pack at
+load (a weight passed in as an argument: every call, as data tiling does); the activations'
+pack fuses with their producer. IREE's default lowers every f32 mmt4d to its microkernel, which
 runs other tiles as scalar code, so the rewritten model compiles with ukernels off
 (Rewrite.flags). A BERT layer on an Emerald Rapids, its four projections tuned inside the
 model: 258-303 GFLOP/s where the microkernel reached 202-225, the call 9.35 -> 7.88 ms under
@@ -887,9 +888,30 @@ def _map_results(op) -> list[str]:
             for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
+def _unbatched(value):
+    """The matrix a batch matmul's B broadcasts to every batch (a Linear's weight on a batch of
+    sequences: torch-mlir's broadcast generic, or linalg.broadcast), or None."""
+    from iree.compiler import ir
+
+    owner = value.owner
+    if isinstance(owner, ir.Block) or len(owner.operands) != 2:
+        return None
+    source = owner.operands[0]
+    if ir.RankedTensorType(source.type).rank != 2:
+        return None
+    if owner.name == "linalg.broadcast":
+        return source if _array_ints(owner.attributes["dimensions"]) == [0] else None
+    if owner.name != "linalg.generic":
+        return None
+    body = list(owner.regions[0].blocks[0].operations)
+    copies = (len(body) == 1 and body[0].operands[0] == owner.regions[0].blocks[0].arguments[0])
+    return source if copies and _map_results(owner) == ["(d1, d2)", "(d0, d1, d2)"] else None
+
+
 def _packed_takes(tile: tuple[int, int, int]):
-    """A check of an op: a static f32 matmul (or batch matmul of one batch) in a layout of
-    _MATMUL_MAPS, of at least PACKED_MIN_ROW_TILES rows of `tile` and a whole column tile."""
+    """A check of an op: a static f32 matmul, or batch matmul of one batch or of one B for
+    every batch (its batches are then rows), in a layout of _MATMUL_MAPS, of at least
+    PACKED_MIN_ROW_TILES rows of `tile` and a whole column tile."""
     def check(op) -> bool:
         from iree.compiler import ir
 
@@ -898,33 +920,37 @@ def _packed_takes(tile: tuple[int, int, int]):
         types = [ir.RankedTensorType(v.type) for v in op.operands]
         if not all(t.has_static_shape and isinstance(t.element_type, ir.F32Type) for t in types):
             return False
-        if op.name == "linalg.batch_matmul" and types[0].shape[0] != 1:
+        batches = types[0].shape[0] if op.name == "linalg.batch_matmul" else 1
+        if batches > 1 and _unbatched(op.operands[1]) is None:
             return False
         a_map, b_maps = _MATMUL_MAPS[op.name]
         maps = _map_results(op)
         m, n = types[2].shape[-2:]
-        return (maps[0] == a_map and maps[1] in b_maps and m >= PACKED_MIN_ROW_TILES * tile[0]
-                and n >= tile[1])
+        return (maps[0] == a_map and maps[1] in b_maps
+                and batches * m >= PACKED_MIN_ROW_TILES * tile[0] and n >= tile[1])
     return check
 
 
 def _packed(op, tile: tuple[int, int, int]) -> list:
     """A matmul as IREE's data tiling writes one, with our register tile: A, B (NxK or KxN)
     and the accumulator packed into `tile`'s (M0, N0, K0) tiles, zero-padded; a linalg.mmt4d of
-    them; the result unpacked. IREE packs a B computed from globals and constants alone (a
-    weight) once, at load; a B passed in, every call, as data tiling does."""
+    them; the result unpacked. A batch matmul's batches are rows of A, its B the one matrix
+    they share. IREE packs a B computed from globals and constants alone (a weight) once, at
+    load; a B passed in, every call, as data tiling does."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, linalg, tensor
 
     a, b, init = op.operands
-    batched = op.name == "linalg.batch_matmul"
+    shape = ir.RankedTensorType(init.type).shape
     transposed = _MATMUL_MAPS[op.name][1][_map_results(op)[1]]
-    if batched:  # its one batch dropped
-        a, b, init = (_reshaped(v, ir.RankedTensorType(v.type).shape[1:], [[0, 1], [2]])
-                      for v in (a, b, init))
+    if op.name == "linalg.batch_matmul":
+        rows = [[0, 1], [2]]
+        a, init = (_reshaped(v, [shape[0] * shape[1], ir.RankedTensorType(v.type).shape[2]], rows)
+                   for v in (a, init))
+        b = _unbatched(b) or _reshaped(b, ir.RankedTensorType(b.type).shape[1:], rows)
     m0, n0, k0 = tile
     m, k = ir.RankedTensorType(a.type).shape
-    n = ir.RankedTensorType(init.type).shape[1]
+    n = shape[-1]
     f32 = ir.F32Type.get()
     zero = arith.constant(f32, 0.0)
 
@@ -940,7 +966,7 @@ def _packed(op, tile: tuple[int, int, int]) -> list:
                 else pack(b, [n1, k1], [n0, k0], [1, 0], [1, 0]))
     product = linalg.mmt4d(packed_a, packed_b, outs=[pack(init, [m1, n1], [m0, n0], [0, 1])])
     result = linalg.unpack(product, tensor.EmptyOp([m, n], f32).result, [0, 1], [m0, n0])
-    return [_reshaped(result, [1, m, n], [[0, 1], [2]]) if batched else result]
+    return [_reshaped(result, shape, [[0, 1], [2]]) if len(shape) == 3 else result]
 
 
 def packed_matmuls(text: str, cpu: CpuTarget) -> tuple[str, int]:
