@@ -159,6 +159,8 @@ def test_compare_csv_output_in_a_new_folder_and_under_a_file(tmp_path):
     (["--model", "--spec", "missing.mlir"], "--spec missing.mlir does not exist"),
     (["--model", "--spec", "README.md"], "not a valid MLIR module"),
     (["--spec", "tests/data/seed_matmul.mlir"], "--spec applies to --model"),
+    (["--rewrites", "none"], "--rewrites applies to --model"),
+    (["--model", "--rewrites", "winograd,bogus"], "--rewrites winograd,bogus: not a rewrite (bogus)"),
     (["--inputs", "missing.npy"], "--inputs: missing.npy does not exist"),
     (["--inputs", ","], "empty file name"),
 ])

@@ -147,7 +147,7 @@ def test_a_tuning_report_shows_progress_knobs_trials_and_the_spec(browser, tmp_p
 def test_a_model_report_shows_the_ranking_before_and_after(browser, tmp_path):
     output = tmp_path / "mlp.csv"
     result = run_script("autotune.py", "--input", MLP, "--model", "--output", output, "--top", "1",
-                        "--n-trial", "2", "--tuner", "random", "--base-flags=",
+                        "--n-trial", "2", "--tuner", "random", "--base-flags=", "--rewrites=none",
                         "--html", tmp_path / "model.html", *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((tmp_path / "mlp_model.json").read_text())

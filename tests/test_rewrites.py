@@ -307,6 +307,10 @@ def test_a_model_with_several_kinds_is_measured_with_each_rewrite_and_all_of_the
     both = found[every][1]
     assert "linalg.conv" not in both and "linalg.depthwise" not in both
     assert rewrite_search.candidates(module(OTHERS), AVX512) == {}
+    only = rewrite_search.candidates(module([STRIDED, GROUPED, GROUPED_UNIT]), AVX512,
+                                     ("grouped_taps",))  # --rewrites grouped_taps
+    assert list(only) == ["grouped_taps"]
+    assert rewrite_search.candidates(module([STRIDED]), AVX512, ()) == {}  # --rewrites none
 
 
 def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():

@@ -35,7 +35,7 @@ from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.report import outputs
 from iree_dispatch_profiler.core.library import Device, UserError
 from iree_dispatch_profiler.core.values import parse_num_cpu, parse_positive, parse_seconds
-from iree_dispatch_profiler.iree import modules, tunable
+from iree_dispatch_profiler.iree import modules, rewrites, tunable
 from iree_dispatch_profiler.iree.dask_client import connect
 from iree_dispatch_profiler.iree.target import check_runnable, resolve_target
 from iree_dispatch_profiler.iree.tools import IreeTools
@@ -72,6 +72,9 @@ def parser() -> options.ArgumentParser:
                        help="the --spec holds entries for the ops of other models too (a CPU's "
                             "default spec from store.py spec): an entry for an op this model "
                             "lacks is not a problem")
+    model.add_argument("--rewrites", default=None, metavar="NAME[,NAME]|all|none",
+                       help="the source rewrites the model search may adopt (default: all): "
+                            f"{', '.join(r.name for r in rewrites.REWRITES)}")
     model.add_argument("--base-flags", default=None, metavar='"FLAGS"',
                        help="compile every candidate and the answer with these iree-compile "
                             "flags instead of searching IREE's curated flag sets first "
@@ -137,6 +140,8 @@ def settings(args: argparse.Namespace) -> Settings:
         raise UserError("--spec applies to --model")
     if args.spec_library and args.spec is None:
         raise UserError("--spec-library describes a --spec")
+    if args.rewrites is not None and not args.model:
+        raise UserError("--rewrites applies to --model")
     if args.spec is not None:  # checked now, not after minutes of compiling
         if not args.spec.is_file():
             raise UserError(f"--spec {args.spec} does not exist")
@@ -159,10 +164,25 @@ def settings(args: argparse.Namespace) -> Settings:
                     confirm_seconds=args.confirm_seconds, compile_timeout=args.compile_timeout,
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
                     top=args.top, spec=args.spec, spec_library=args.spec_library,
-                    base_flags=args.base_flags,
+                    base_flags=args.base_flags, rewrites=rewrite_names(args.rewrites),
                     list_only=args.list, timing_source=args.timing_source,
                     calibration=args.calibration, store=args.store,
                     command=options.command_line(), inputs=args.inputs)
+
+
+def rewrite_names(given: str | None) -> tuple[str, ...] | None:
+    """--rewrites as the names it allows (None: all of them)."""
+    if given is None or given == "all":
+        return None
+    if given == "none":
+        return ()
+    names = tuple(n.strip() for n in given.split(",") if n.strip())
+    known = [r.name for r in rewrites.REWRITES]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise UserError(f"--rewrites {given}: not a rewrite ({', '.join(unknown) or 'none named'}); "
+                        f"give all, none, or of: {', '.join(known)}")
+    return names
 
 
 def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:

@@ -33,7 +33,7 @@ def search_rewrites(tuner: ModelTuner, roots: dict, cpu: CpuTarget) -> dict:
     adopted, `roots` (IREE's default's) otherwise."""
     s, log = tuner.s, tuner.log
     path = s.paths.rewrites_record
-    applies = candidates(tuner.lowered.read_text(), cpu)
+    applies = candidates(tuner.lowered.read_text(), cpu, s.rewrites)
     if not applies:
         return roots
     if path.is_file():
@@ -74,11 +74,15 @@ def search_rewrites(tuner: ModelTuner, roots: dict, cpu: CpuTarget) -> dict:
     return rewritten_roots
 
 
-def candidates(source: str, cpu: CpuTarget) -> dict[str, tuple[str, str, int]]:
-    """name -> (why, rewritten text, ops rewritten) of each rewrite that applies to `source`
-    for `cpu`; where more than one does, all of them too (`a+b`): they rewrite different ops."""
+def candidates(source: str, cpu: CpuTarget, allowed: tuple[str, ...] | None = None
+               ) -> dict[str, tuple[str, str, int]]:
+    """name -> (why, rewritten text, ops rewritten) of each rewrite (of `allowed`, None: any)
+    that applies to `source` for `cpu`; where more than one does, all of them too (`a+b`):
+    they rewrite different ops."""
     found = {}
     for rewrite in rewrites.REWRITES:
+        if allowed is not None and rewrite.name not in allowed:
+            continue
         text, count = rewrite.run(source, cpu)
         if count:
             found[rewrite.name] = (rewrite.why, text, count)
