@@ -1050,6 +1050,21 @@ def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
         assert f"tensor<128x96xf32> -> tensor<{-(-128 // m0)}x96x{m0}x1xf32>" in text  # 2 batches
         assert text.count(f"-> tensor<{n1}x96x{n0}x1xf32>") == 5  # B, from every layout
         assert text.count("linalg.unpack") == 5 and f"tensor<{m1}x{n1}x{m0}x{n0}xf32>" in text
+    # the same broadcast written as linalg.broadcast: the weight itself is packed
+    broadcast = ("func.func @main(%x: tensor<2x64x96xf32>, %w: tensor<96x256xf32>, "
+                 "%acc: tensor<2x64x256xf32>) -> tensor<2x64x256xf32> {\n"
+                 "  %be = tensor.empty() : tensor<2x96x256xf32>\n"
+                 "  %b = linalg.broadcast ins(%w : tensor<96x256xf32>) outs(%be : "
+                 "tensor<2x96x256xf32>) dimensions = [0]\n"
+                 "  %p = linalg.batch_matmul ins(%x, %b : tensor<2x64x96xf32>, tensor<2x96x256xf32>) "
+                 "outs(%acc : tensor<2x64x256xf32>) -> tensor<2x64x256xf32>\n"
+                 "  return %p : tensor<2x64x256xf32>\n}\n")
+    text, count = rewrites.packed_matmuls(broadcast, AVX512)
+    assert count == 1 and "tensor<96x256xf32> -> tensor<8x96x32x1xf32>" in text
+    along_k = (broadcast.replace("%w: tensor<96x256xf32>", "%w: tensor<2x256xf32>")
+               .replace("ins(%w : tensor<96x256xf32>)", "ins(%w : tensor<2x256xf32>)")
+               .replace("dimensions = [0]", "dimensions = [1]"))  # a B per batch
+    assert rewrites.packed_matmuls(along_k, AVX512) == (along_k, 0)
     # 24 rows are under 4 tiles of 12; two batches of them are not
     assert rewrites.packed_matmuls(linears(24, 96, 256, PARAMETER, ("kxn", "broadcast")),
                                    AVX512)[1] == 1
