@@ -263,10 +263,10 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
 
 def write_report(path: Path, dispatches: list[dict], result: ModelResult,
                  goes: list[str]) -> None:
+    flags = shipped_flags(result)
+    named = f" ({result.flags.name})" if result.flags else ""
     lines = ["# Model tuning report", "",
-             f"Flags: `{shlex.join(shipped_flags(result))}`"
-             + (f" ({result.flags.name})" if result.flags else "") if shipped_flags(result)
-             else "Flags: none",
+             f"Flags: `{shlex.join(flags)}`{named}" if flags else "Flags: none",
              f"Tuning spec: `{result.spec.name}`" if result.spec else "Tuning spec: none", "",
              "| dispatch | root op | share | flags alone ms | tuned ms | tuned GFLOP/s | of ceiling | "
              "target trials | target speedup [95%] | in spec |",
@@ -303,8 +303,9 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     flags_path.unlink(missing_ok=True)
     script.unlink(missing_ok=True)
     shipped = result.answer and result.outputs_ok
-    if shipped and shipped_flags(result):
-        flags_path.write_text(shlex.join(shipped_flags(result)) + "\n")  # quoted for a shell
+    flags = shipped_flags(result)
+    if shipped and flags:
+        flags_path.write_text(shlex.join(flags) + "\n")  # quoted for a shell
     if result.spec is not None and not result.outputs_ok:
         # kept to look at, under a name no one ships by mistake
         result.spec.replace(paths.rejected_spec if result.spec == paths.tuning_spec
@@ -312,7 +313,7 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     for problem in result.problems:
         log(f"Spec problem: {problem}")
     if result.spec is not None and result.outputs_ok:
-        together = f" with the flags in {flags_path}" if shipped_flags(result) else ""
+        together = f" with the flags in {flags_path}" if flags else ""
         log(f"Tuning spec {result.spec}{together}: " + (
             "applies as intended" if not result.problems
             else f"{len(result.problems)} problem(s)"))
