@@ -808,12 +808,23 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
     assert rates["d_mm"] == pytest.approx(2 * MATMUL.flops / 1e6) and rates["d_pack"] is None
     assert [d["of_ceiling"] for d in dispatches][:2] == pytest.approx([attention.flops / 2e6 / 100,
                                                                    2 * MATMUL.flops / 1e6 / 100])
-    lines = verdict.time_goes_lines(dispatches, result, {"gflops": 100.0})
+    # the floor: the contractions' work (not the pack's time) at the fastest rate seen, of
+    # the calibrations (a VM's phases move them) and the dispatches themselves
+    floor = verdict.compute_floor(dispatches, [{"gflops": 300.0}, None])
+    assert floor["gflop"] == pytest.approx((2 * MATMUL.flops + attention.flops) / 1e9)
+    assert floor["ceiling_gflops"] == 300.0 and floor["ms"] == pytest.approx(floor["gflop"] / 0.3)
+    slow = verdict.compute_floor(dispatches, [{"gflops": 40.0}, {"gflops": 50.0}])
+    assert slow["ceiling_gflops"] == pytest.approx(2 * MATMUL.flops / 1e6)  # d_mm's 197 GFLOP/s
+    assert verdict.compute_floor(dispatches, [None, None]) is None
+    lines = verdict.time_goes_lines(dispatches, result, {"gflops": 100.0}, floor)
     assert lines[0] == ("Where the answer's call goes (against this session's compute ceiling, 100 GFLOP/s: "
                         "the faster of IREE's in-cache mmt4d and numpy's GEMM):")
     assert lines[1].split()[:3] == ["d_att", "2.0000", "ms"] and "8.4 GFLOP/s,   8% of the ceiling" in lines[1]
     assert "no FLOP count (linalg.pack)" in lines[3]
-    assert lines[-1].startswith("  the call beyond its dispatches 1.5000 ms 30.0% (whole call 5.000 ms")
+    assert lines[-2].startswith("  the call beyond its dispatches 1.5000 ms 30.0% (whole call 5.000 ms")
+    assert lines[-1] == (f"  its contractions' work, {floor['gflop']:.3g} GFLOP a call (padding "
+                         f"included), at 300 GFLOP/s (the fastest rate seen): {floor['ms']:.3f} ms, "
+                         f"the floor of its call; the call at {floor['ms'] / 5.0:.0%} of it")
     assert verdict.time_goes_lines(dispatches, dataclasses.replace(result, times={}), None) == []
     # a whole call timed below its dispatches' sum (other processes): no negative remainder
     quick = dataclasses.replace(result, times={"tuned": (Estimate(3.5, 3.4, 3.6, 0.01, 10), 3.0)})

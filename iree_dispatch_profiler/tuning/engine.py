@@ -145,6 +145,7 @@ class Tuner:
         self.calibration = Calibration(self.tools, self.target, self.device, self.timers,
                                        not machine.remote, s.calibration)
         self.machine_start: MachineState | None = None
+        self.machine_end: MachineState | None = None
         self.store = results.open_optional(s.store, log)
         self.session = f"{s.output.resolve()} {results.now()}"  # this run's session, in the store
         self.started = time.perf_counter()
@@ -305,7 +306,7 @@ class Tuner:
         X_machine.json."""
         if self.machine_start is None:
             return
-        end = self.calibration.measure()
+        end = self.machine_end = self.calibration.measure()
         verdict = calibration.within_session(self.machine_start, end)
         self.log(calibration.block("end", end, verdict))
         self.facts["machine state"] = f"{self.machine_start.summary()}; {verdict}"

@@ -60,6 +60,42 @@ class EncoderBlock(torch.nn.Module):
         return x + f.linear(f.gelu(f.linear(h, w1, b1)), w2, b2)
 
 
+class LlamaBlock(torch.nn.Module):
+    """A LLaMA-style decoder block over a prompt (prefill), no biases: RMSNorm, rotary position
+    embeddings (their cos and sin tables are weights, as exports hold them), grouped-query
+    causal attention (each key and value head shared by heads // kv_heads query heads),
+    residual, RMSNorm, SwiGLU feed-forward, residual."""
+
+    def __init__(self, heads: int, kv_heads: int):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+
+    def forward(self, x, norm1, wq, wk, wv, wo, norm2, w_gate, w_up, w_down, cos, sin):
+        f = torch.nn.functional
+        batch, seq, dim = x.shape
+
+        def rms_norm(t, weight):
+            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+        def rotate(t):  # the half-rotation of LLaMA's rotary embedding
+            half = t.shape[-1] // 2
+            return t * cos + torch.cat((-t[..., half:], t[..., :half]), dim=-1) * sin
+
+        def heads(t, n):
+            return t.view(batch, seq, n, -1).transpose(1, 2)
+
+        h = rms_norm(x, norm1)
+        q = rotate(heads(f.linear(h, wq), self.heads))
+        k = rotate(heads(f.linear(h, wk), self.kv_heads))
+        v = heads(f.linear(h, wv), self.kv_heads)
+        group = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        attention = f.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + f.linear(attention.transpose(1, 2).reshape(batch, seq, dim), wo)
+        h = rms_norm(x, norm2)
+        return x + f.linear(f.silu(f.linear(h, w_gate)) * f.linear(h, w_up), w_down)
+
+
 class ResNetStage(torch.nn.Module):
     """The entry of a ResNet-18 stage for inference, batch norms folded into the conv biases
     (as deployed models are exported): 3x3 stride-2 conv, relu, 3x3 conv, a 1x1 stride-2
@@ -241,6 +277,12 @@ def encoder_args(d: int, seq: int, ff: int) -> list[tuple[int, ...]]:
             (ff,), (d, ff), (d,)]
 
 
+def llama_args(d: int, seq: int, heads: int, kv_heads: int, ff: int) -> list[tuple[int, ...]]:
+    kv = kv_heads * (d // heads)
+    return [(1, seq, d), (d,), (d, d), (kv, d), (kv, d), (d, d), (d,), (ff, d), (ff, d), (d, ff),
+            (seq, d // heads), (seq, d // heads)]
+
+
 def stage_args(batch: int, c: int = 64, size: int = 56) -> list[tuple[int, ...]]:
     return [(batch, c, size, size), (2 * c, c, 3, 3), (2 * c,), (2 * c, 2 * c, 3, 3), (2 * c,),
             (2 * c, c, 1, 1), (2 * c,)]
@@ -347,6 +389,9 @@ MODELS = {
     "causal_block": Model(lambda: EncoderBlock(8, causal=True), encoder_args(512, 256, 2048),
                           BENCHMARKS, "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048",
                           inputs=1),
+    "llama_block": Model(lambda: LlamaBlock(8, 2), llama_args(512, 128, 8, 2, 1376), BENCHMARKS,
+                         "LLaMA-style block, prefill: seq 128, d 512, 8 heads sharing 2 KV heads, "
+                         "RoPE, RMSNorm, SwiGLU FFN 1376", inputs=1),
     "resnet_stage_b1": Model(ResNetStage, stage_args(1), BENCHMARKS,
                              "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1", inputs=1),
     "resnet_stage_b2": Model(ResNetStage, stage_args(2), BENCHMARKS,

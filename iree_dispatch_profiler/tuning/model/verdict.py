@@ -223,11 +223,13 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
 SHOWN_DISPATCHES = 5
 
 
-def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict | None) -> list[str]:
+def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict | None,
+                    floor: dict | None = None) -> list[str]:
     """Where the answer's call goes: its slowest dispatches, each at its GFLOP/s against this
     session's compute ceiling (how far IREE's code for it is from the fastest kernel measured
     on this machine; over 100% where it beats that kernel), and the time the call
-    takes beyond its dispatches (runtime work no config changes)."""
+    takes beyond its dispatches (runtime work no config changes); with `floor`
+    (compute_floor's), the call against it."""
     build = "tuned" if "tuned" in result.times else DEFAULT
     shown = sorted((d for d in dispatches if d["after_ms"] > 0), key=lambda d: -d["after_ms"])
     if build not in result.times or not shown:
@@ -258,7 +260,28 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
     else:
         lines.append(f"  the call beyond its dispatches {beyond:.4f} ms {beyond / call:.1%} (whole "
                      f"call {call:.3f} ms, dispatches {summed:.3f} ms: the runtime's own work)")
+    if floor:
+        lines.append(f"  its contractions' work, {floor['gflop']:.3g} GFLOP a call (padding "
+                     f"included), at {floor['ceiling_gflops']:.0f} GFLOP/s (the fastest rate "
+                     f"seen): {floor['ms']:.3f} ms, the floor of its call; the call at "
+                     f"{floor['ms'] / call:.0%} of it")
     return lines
+
+
+def compute_floor(dispatches: list[dict], peaks: list[dict | None]) -> dict | None:
+    """The answer's contraction work a call and its time at the session's compute ceiling:
+    what the answer's call cannot beat (its memory-bound ops come on top; a build padding its
+    tiles less could beat it by that padding, 3% on BERT's 128 rows). Beside another
+    implementation's time it says how far any tuning could take the model past it. The
+    ceiling is the fastest rate seen, of the session's calibrations (`peaks`: a VM's phases
+    move them) and the answer's own dispatches, so that the floor is never set too high."""
+    rates = [d["gflops"] for d in dispatches if d["gflops"]]
+    known = [p["gflops"] for p in peaks if p]
+    if not rates or not known:
+        return None
+    gflop = sum(d["gflops"] * d["after_ms"] / 1e3 for d in dispatches if d["gflops"])
+    ceiling = max(*known, *rates)
+    return {"gflop": gflop, "ceiling_gflops": ceiling, "ms": gflop / ceiling * 1e3}
 
 
 def write_report(path: Path, dispatches: list[dict], result: ModelResult,
@@ -286,10 +309,12 @@ def write_report(path: Path, dispatches: list[dict], result: ModelResult,
     path.write_text("\n".join(lines) + "\n")
 
 
-def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[str]) -> None:
-    """The model's answer as JSON (what its HTML report shows)."""
+def write_summary(path: Path, facts: dict, dispatches: list[dict], lines: list[str],
+                  floor: dict | None = None) -> None:
+    """The model's answer as JSON (what its HTML report shows; `floor`: compute_floor's)."""
     write_atomically(path, json.dumps({"kind": "model", "facts": facts, "lines": lines,
-                                       "dispatches": dispatches}, indent=1, default=float) + "\n")
+                                       "dispatches": dispatches, "floor": floor},
+                                      indent=1, default=float) + "\n")
 
 
 def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
@@ -336,13 +361,15 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     ceiling = tuner.machine_start.peak() if tuner.machine_start is not None else None
     dispatches = dispatch_rows(rows, result, tuned_targets, trials or {},
                                ceiling["gflops"] if ceiling else None)
-    goes = time_goes_lines(dispatches, result, ceiling)
+    end = tuner.machine_end.peak() if tuner.machine_end is not None else None
+    floor = compute_floor(dispatches, [ceiling, end])
+    goes = time_goes_lines(dispatches, result, ceiling, floor)
     for line in goes:
         log(line)
     write_report(report_path, dispatches, result, goes)
     write_summary(paths.model_summary, tuner.facts, dispatches,
                   [inputs, *verdict_lines(result), answer_line(result, script), *goes,
-                   *result.problems])
+                   *result.problems], floor)
     model_plot([r["dispatch"] for r in rows], result.default_ms, result.tuned_ms, plot)
     log(f"Report: {report_path}; plot: {plot}"
         + (f"; ranking: {paths.ranking}" if paths.ranking.is_file() else ""))
