@@ -329,8 +329,9 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
     assert rewrite_search.under("depthwise_taps+winograd") == ["channels_last"]
     assert rewrite_search.under("causal_blocks") == ["decompose_attention"]
     assert rewrite_search.under("packed_matmuls") == ["data_tiling_early", "im2col_data_tiling"]
+    assert rewrite_search.under("patch_matmuls") == ["im2col_data_tiling"]
     assert all(r.under == () for r in rewrites.REWRITES
-               if r.name not in ("winograd", "causal_blocks", "packed_matmuls"))
+               if r.name not in ("winograd", "causal_blocks", "packed_matmuls", "patch_matmuls"))
 
     def row(under: str, ms: float, default_ms: float, speedup: float, low: float) -> dict:
         return {"name": "winograd", "under": under, "status": "ok", "median_ms": ms,
@@ -415,6 +416,53 @@ def reference(kind: str, x, k, init, strides, dilations):
     return out
 
 
+# a patch embedding: 4x4 patches of 2 images (stride = kernel), 3 channels into 32
+PATCH = ("patch", "fchw", "tensor<2x3x32x32xf32>", "tensor<32x3x4x4xf32>",
+         "tensor<2x32x8x8xf32>", (4, 4), (1, 1))
+# what each rewrite's output becomes to show that the numeric check can fail: a product
+# subtracted, or (a matmul of the patches has no add to flip) the patches' columns transposed
+CORRUPTED = {"patch_matmuls": ("permutation = [0, 2, 4, 1, 3, 5]",
+                               "permutation = [0, 2, 4, 1, 5, 3]")}
+
+
+def test_patch_matmuls_takes_whole_patch_convs_only():
+    """A conv whose stride is its kernel, over whole patches, becomes the patches as rows
+    (2 images x 8 x 8 positions) by their 3 x 4 x 4 values, times the filter as 32 rows of 48
+    (a Linear's weight: NxK), into the accumulator transposed to positions by filters, and back.
+    Overlapping, dilated, 1x1, ragged (a row of the input left over), f16 and channels-last
+    convs are left alone. Joined with packed_matmuls, the patches' matmul is packed too."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.tuning.model import rewrite_search
+
+    others = [("overlap", "fchw", "tensor<1x3x32x32xf32>", "tensor<8x3x4x4xf32>",
+               "tensor<1x8x15x15xf32>", (2, 2), (1, 1)),
+              ("dilated", "fchw", "tensor<1x3x32x32xf32>", "tensor<8x3x2x2xf32>",
+               "tensor<1x8x15x15xf32>", (2, 2), (2, 2)),
+              ("pointwise", "fchw", "tensor<1x3x8x8xf32>", "tensor<8x3x1x1xf32>",
+               "tensor<1x8x8x8xf32>", (1, 1), (1, 1)),
+              ("ragged", "fchw", "tensor<1x3x33x32xf32>", "tensor<8x3x4x4xf32>",
+               "tensor<1x8x8x8xf32>", (4, 4), (1, 1)),
+              ("half", "fchw", "tensor<1x3x32x32xf16>", "tensor<8x3x4x4xf16>",
+               "tensor<1x8x8x8xf16>", (4, 4), (1, 1)),
+              ("last", "hwcf", "tensor<1x32x32x3xf32>", "tensor<4x4x3x8xf32>",
+               "tensor<1x8x8x8xf32>", (4, 4), (1, 1))]
+    text, count = rewrites.patch_matmuls(module([PATCH, *others]))
+    assert count == 1 and text.count("linalg.conv_2d_nchw_fchw") == 5
+    assert "permutation = [0, 2, 4, 1, 3, 5]" in text and "into tensor<128x48xf32>" in text
+    assert "tensor<32x3x4x4xf32> into tensor<32x48xf32>" in text
+    assert re.search(r"linalg.matmul indexing_maps = \[#map\d*, #map\d*, #map\d*\] "
+                     r"ins\(%\S+, %\S+ : tensor<128x48xf32>, tensor<32x48xf32>\) "
+                     r"outs\(%\S+ : tensor<128x32xf32>\)", text)
+    assert "permutation = [0, 3, 1, 2]" in text  # back to NCHW
+    untouched = module(others)
+    assert rewrites.patch_matmuls(untouched) == (untouched, 0)
+    joined = rewrite_search.candidates(module([PATCH]), AVX512)
+    assert list(joined) == ["patch_matmuls", "patch_matmuls+packed_matmuls"]
+    assert "linalg.mmt4d" in joined["patch_matmuls+packed_matmuls"][1]
+    assert rewrite_search.under("patch_matmuls+packed_matmuls") == ["data_tiling_early",
+                                                                    "im2col_data_tiling"]
+
+
 # f16 operands into an f32 result: the named op widens them, and so must the rewrite
 WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "tensor<1x8x8x8xf32>",
            (1, 1), (1, 1))
@@ -424,12 +472,12 @@ WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "ten
 @pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col"),
                                            (GROUPED_UNIT, "grouped_taps"),
                                            (WIDENED, "depthwise_taps"), (WINOGRAD, "winograd"),
-                                           (WINOGRAD_NHWC, "winograd")])
+                                           (WINOGRAD_NHWC, "winograd"), (PATCH, "patch_matmuls")])
 def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
     """The rewritten conv (strided, dilated, batch 2; or f16 operands into f32; or Winograd's,
-    into a random accumulator), compiled and run by IREE, gives numpy's convolution; with one
-    product (Winograd: the accumulator) subtracted instead of added, it does not (the
-    comparison can fail)."""
+    into a random accumulator; or a patch embedding's matmul), compiled and run by IREE, gives
+    numpy's convolution; with one product (Winograd: the accumulator) subtracted instead of
+    added, or the patches' columns transposed, it does not (the comparison can fail)."""
     from iree.compiler import ir
 
     from iree_dispatch_profiler.iree import rewrites
@@ -449,7 +497,9 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
         np.save(tmp_path / f"in{i}.npy", array)
         inputs.append(f"@{tmp_path / f'in{i}.npy'}")
     results = {}
-    builds = [("rewritten", text, ()), ("wrong", text.replace("arith.addf", "arith.subf", 1), ())]
+    right, wrong = CORRUPTED.get(rewrite, ("arith.addf", "arith.subf"))
+    assert right in text
+    builds = [("rewritten", text, ()), ("wrong", text.replace(right, wrong, 1), ())]
     if rewrite == "winograd":  # why the rewrite adds the accumulator itself: IREE drops it
         builds.append(("pass_alone", module([conv]), (
             "--iree-preprocessing-pass-pipeline=builtin.module(util.func("
@@ -694,7 +744,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     transformed in an initializer, padding and all; the causal attention in blocks,
     decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host); a 1-D
     conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
-    into the family's register tile, with ukernels off."""
+    into the family's register tile, with ukernels off; a patch embedding's matmul."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.flags import CURATED, joined
     from iree_dispatch_profiler.tuning.model.rewrite_search import flags_of
@@ -705,6 +755,10 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
         assert count == 1 and f"inner_tiles = [{m0}, {n0}]" in text
         return text, flags_of(rewrite)
 
+    if rewrite == "patch_matmuls":  # IREE's own matmul, without packed_matmuls
+        text, count = rewrites.patch_matmuls(module([PATCH]))
+        assert count == 1
+        return text, []
     if rewrite == "winograd":
         text, count = rewrites.winograd(filter_global(
             "weights.conv1", '#flow.parameter.named<"model"::"k">', WINOGRAD_WIDE))
@@ -728,7 +782,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
 
 @pytest.mark.iree
 @pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool",
-                                     "packed_matmuls"])
+                                     "packed_matmuls", "patch_matmuls"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),

@@ -869,6 +869,57 @@ def global_pool(text: str) -> tuple[str, int]:
     return _rewrite(text, _pool_takes, _pool_in_place)
 
 
+def _patch_takes(op) -> bool:
+    """A static f32 NCHW conv whose stride is its kernel (larger than 1x1), undilated, over
+    whole patches: a vision transformer's patch embedding (ViT 16x16, ConvNeXt 4x4)."""
+    from iree.compiler import ir
+
+    if op.name != "linalg.conv_2d_nchw_fchw" or len(op.operands) != 3:
+        return False
+    types = [ir.RankedTensorType(v.type) for v in op.operands]
+    if not all(t.has_static_shape and isinstance(t.element_type, ir.F32Type) for t in types):
+        return False
+    (_, _, h, w), (_, _, kh, kw), (_, _, oh, ow) = (t.shape for t in types)
+    return (_window(op, "strides") == [kh, kw] and _window(op, "dilations") == [1, 1]
+            and kh * kw > 1 and (h, w) == (oh * kh, ow * kw))
+
+
+def _patches_as_matmul(op) -> list:
+    """The patches as rows (N OH OW) x (C KH KW), the filter as F x (C KH KW) (a Linear's
+    weight, as packed_matmuls takes one), one matmul into the accumulator's positions by
+    filters, and its result back to NCHW: where IREE's im2col writes the patch conv as a
+    matmul of another layout, whose data tiling left it at 67-79% of the ceiling (ViT stem,
+    Emerald Rapids), this one is the Linear layers' kind."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg, tensor
+
+    x, k, init = op.operands
+    (n, c, _, _), (f, _, kh, kw), (_, _, oh, ow) = (ir.RankedTensorType(v.type).shape
+                                                    for v in (x, k, init))
+    f32 = ir.F32Type.get()
+    rows, depth = n * oh * ow, c * kh * kw
+
+    def transposed(value, shape: list[int], permutation: list[int]):
+        return linalg.transpose(value, outs=[tensor.EmptyOp(shape, f32).result],
+                                permutation=permutation).results[0]
+
+    patches = transposed(_reshaped(x, [n, c, oh, kh, ow, kw], [[0], [1], [2, 3], [4, 5]]),
+                         [n, oh, ow, c, kh, kw], [0, 2, 4, 1, 3, 5])
+    a = _reshaped(patches, [rows, depth], [[0, 1, 2], [3, 4, 5]])
+    b = _reshaped(k, [f, depth], [[0], [1, 2, 3]])
+    acc = _reshaped(transposed(init, [n, oh, ow, f], [0, 2, 3, 1]), [rows, f], [[0, 1, 2], [3]])
+    d = [ir.AffineDimExpr.get(i) for i in range(3)]  # m, n, k
+    maps = [ir.AffineMap.get(3, 0, [d[i], d[j]])
+            for i, j in ((0, 2), (1, 2), (0, 1))]
+    product = linalg.matmul(a, b, outs=[acc], indexing_maps=maps)
+    return [transposed(_reshaped(product, [n, oh, ow, f], [[0, 1, 2], [3]]), [n, f, oh, ow],
+                       [0, 3, 1, 2])]
+
+
+def patch_matmuls(text: str) -> tuple[str, int]:
+    return _rewrite(text, _patch_takes, _patches_as_matmul)
+
+
 # Matmul operand maps (d0 the batch of batch_matmul): A is MxK; B is KxN, or NxK as a
 # Linear's weight reaches the matmul where transposes were propagated into it
 _MATMUL_MAPS = {
@@ -1002,6 +1053,11 @@ REWRITES = (
     Rewrite("conv1d_taps", "1-D convolutions (PyTorch's Conv1d) as their taps' slices joined "
             "and one contraction, as grouped_im2col writes a grouped conv: IREE runs the 1-D op "
             "as is, and its im2col flag leaves it alone", conv1d_taps),
+    # before packed_matmuls: joined, the patches' matmul is packed too
+    Rewrite("patch_matmuls", "patch convolutions (stride = kernel: a vision transformer's "
+            "patch embedding) as a matmul of the patches by the filter's rows, a Linear layer's "
+            "kind: IREE runs PyTorch's NCHW conv as scalar code, and under im2col with data "
+            "tiling at 67-79% of the ceiling", patch_matmuls, under=("im2col_data_tiling",)),
     Rewrite("packed_matmuls", "matmuls (Linear layers) packed into a register tile wider "
             "than IREE's data tiling takes, their mmt4d generated: AVX-512 12x32, where its "
             "16x16 microkernel loads 17 vectors for 16 FMAs a step; a parameter's weight packed "

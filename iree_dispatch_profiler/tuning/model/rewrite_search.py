@@ -77,22 +77,23 @@ def search_rewrites(tuner: ModelTuner, roots: dict, cpu: CpuTarget) -> dict:
 def candidates(source: str, cpu: CpuTarget, allowed: tuple[str, ...] | None = None
                ) -> dict[str, tuple[str, str, int]]:
     """name -> (why, rewritten text, ops rewritten) of each rewrite (of `allowed`, None: any)
-    that applies to `source` for `cpu`; where more than one does, all of them too (`a+b`):
-    they rewrite different ops."""
+    that applies to `source` for `cpu`; where more than one does, all of them too (`a+b`),
+    each applied to what those before it wrote: they rewrite different ops, and a later one
+    may take what an earlier one wrote (packed_matmuls, patch_matmuls' matmul)."""
+    chosen = [r for r in rewrites.REWRITES if allowed is None or r.name in allowed]
     found = {}
-    for rewrite in rewrites.REWRITES:
-        if allowed is not None and rewrite.name not in allowed:
-            continue
+    for rewrite in chosen:
         text, count = rewrite.run(source, cpu)
         if count:
             found[rewrite.name] = (rewrite.why, text, count)
-    if len(found) > 1:  # the first one's text, with the others applied to it
-        first, *others = found
-        _, text, count = found[first]
-        for rewrite in (r for r in rewrites.REWRITES if r.name in others):
-            text, more = rewrite.run(text, cpu)
+    text, count, joined = source, 0, []
+    for rewrite in chosen:
+        text, more = rewrite.run(text, cpu)
+        if more:
             count += more
-        found["+".join(found)] = ("; ".join(why for why, _, _ in found.values()), text, count)
+            joined.append(rewrite)
+    if len(joined) > 1:
+        found["+".join(r.name for r in joined)] = ("; ".join(r.why for r in joined), text, count)
     return found
 
 
