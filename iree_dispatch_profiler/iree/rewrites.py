@@ -63,7 +63,9 @@ pack fuses with their producer. IREE's default lowers every f32 mmt4d to its mic
 runs other tiles as scalar code, so the rewritten model compiles with ukernels off
 (Rewrite.flags). A BERT layer on an Emerald Rapids, its four projections tuned inside the
 model: 258-303 GFLOP/s where the microkernel reached 202-225, the call 9.35 -> 7.88 ms under
-SCHED_BATCH (PyTorch eager 7.89)."""
+SCHED_BATCH (PyTorch eager 7.89). The ninth, patch_matmuls, writes a patch embedding's conv
+(stride = kernel) as the patches' rows times the filter's rows, a Linear's matmul, which
+packed_matmuls, applied after it, then packs too."""
 from __future__ import annotations
 
 import math
@@ -139,18 +141,26 @@ def _window(op, attribute: str) -> list[int]:
     return _ints(op.attributes[attribute]) if attribute in op.attributes else [1, 1]
 
 
+def _static_types(op, element: str = "F32Type") -> list | None:
+    """The ranked types of `op`'s operands where every one is static of `element` (an
+    ir type class's name: F32Type, FloatType for any float); None otherwise."""
+    from iree.compiler import ir
+
+    types = [ir.RankedTensorType(v.type) for v in op.operands]
+    kind = getattr(ir, element)
+    ok = all(t.has_static_shape and isinstance(t.element_type, kind) for t in types)
+    return types if ok else None
+
+
 def _takes(name: str):
     """A check of an op: whether it is a static, floating-point `name` op of at most MAX_TAPS
     taps."""
     def check(op) -> bool:
-        from iree.compiler import ir
 
         if op.name != name or len(op.operands) != 3 or len(op.results) != 1:
             return False
-        types = [ir.RankedTensorType(v.type) for v in op.operands]
-        return (all(t.has_static_shape and isinstance(t.element_type, ir.FloatType)
-                    for t in types)
-                and types[1].shape[-2] * types[1].shape[-1] <= MAX_TAPS)
+        types = _static_types(op, "FloatType")
+        return types is not None and types[1].shape[-2] * types[1].shape[-1] <= MAX_TAPS
     return check
 
 
@@ -302,14 +312,14 @@ def _rewrite(text: str, takes, replacement) -> tuple[str, int]:
 def _winograd_takes(op) -> bool:
     """A static f32 3x3 convolution of stride and dilation 1 in a layout IREE's Winograd pass
     takes (F(6,3) is too coarse for lower precisions)."""
-    from iree.compiler import ir
 
     if op.name not in WINOGRAD_CONVS or len(op.operands) != 3:
         return False
-    types = [ir.RankedTensorType(v.type) for v in op.operands]
+    types = _static_types(op)
+    if types is None:
+        return False
     kernel = types[1].shape[-2:] if op.name == WINOGRAD_CONVS[0] else types[1].shape[:2]
-    return (all(t.has_static_shape and isinstance(t.element_type, ir.F32Type) for t in types)
-            and kernel == [3, 3]
+    return (kernel == [3, 3]
             and _window(op, "strides") == _window(op, "dilations") == [1, 1])
 
 
@@ -813,12 +823,9 @@ def _pool_in_place(op) -> list:
 
 def _conv1d_takes(op) -> bool:
     """A static floating-point channels-first 1-D convolution."""
-    from iree.compiler import ir
 
-    if op.name != CONV_1D or len(op.operands) != 3 or len(op.results) != 1:
-        return False
-    types = [ir.RankedTensorType(v.type) for v in op.operands]
-    return all(t.has_static_shape and isinstance(t.element_type, ir.FloatType) for t in types)
+    return (op.name == CONV_1D and len(op.operands) == 3 and len(op.results) == 1
+            and _static_types(op, "FloatType") is not None)
 
 
 def _reassociation(groups: list[list[int]]):
@@ -872,12 +879,11 @@ def global_pool(text: str) -> tuple[str, int]:
 def _patch_takes(op) -> bool:
     """A static f32 NCHW conv whose stride is its kernel (larger than 1x1), undilated, over
     whole patches: a vision transformer's patch embedding (ViT 16x16, ConvNeXt 4x4)."""
-    from iree.compiler import ir
 
     if op.name != "linalg.conv_2d_nchw_fchw" or len(op.operands) != 3:
         return False
-    types = [ir.RankedTensorType(v.type) for v in op.operands]
-    if not all(t.has_static_shape and isinstance(t.element_type, ir.F32Type) for t in types):
+    types = _static_types(op)
+    if types is None:
         return False
     (_, _, h, w), (_, _, kh, kw), (_, _, oh, ow) = (t.shape for t in types)
     return (_window(op, "strides") == [kh, kw] and _window(op, "dilations") == [1, 1]
@@ -964,12 +970,11 @@ def _packed_takes(tile: tuple[int, int, int]):
     every batch (its batches are then rows), in a layout of _MATMUL_MAPS, of at least
     PACKED_MIN_ROW_TILES rows of `tile` and a whole column tile."""
     def check(op) -> bool:
-        from iree.compiler import ir
 
         if op.name not in _MATMUL_MAPS or len(op.operands) != 3:
             return False
-        types = [ir.RankedTensorType(v.type) for v in op.operands]
-        if not all(t.has_static_shape and isinstance(t.element_type, ir.F32Type) for t in types):
+        types = _static_types(op)
+        if types is None:
             return False
         batches = types[0].shape[0] if op.name == "linalg.batch_matmul" else 1
         if batches > 1 and _unbatched(op.operands[1]) is None:
