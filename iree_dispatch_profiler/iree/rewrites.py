@@ -27,12 +27,14 @@ input, one per kernel tap.
   config (n = 8 filters) and ran at 21.6 GFLOP/s.
 
 The fourth cuts the arithmetic of dense 3x3 stride-1 convolutions, which IREE already runs near
-the compute ceiling: winograd applies IREE's own Winograd F(6,3) transforms (no flag applies
-them right to PyTorch's convs: the pass drops the bias, and IREE's hoisting leaves the filter
-transform in every call). ResNet-18's 128-channel 28x28 conv on a Zen 4: 1.06-1.14 ms direct,
-0.49-0.51 ms of transforms and batch matmul. Where the input transform's stores would fall in
-few cache sets, the channels are padded with zeros (winograd_channels): a UNet block's two
-128-channel 32x32 convs on an Emerald Rapids, input transforms 2.25 -> 0.89 ms a call.
+the compute ceiling: winograd applies IREE's Winograd F(6,3) pass (no flag applies it right to
+PyTorch's convs: the pass drops the bias, and IREE's hoisting leaves the filter transform in
+every call) and then writes its input and output transforms as channels-last weighted sums,
+which IREE vectorizes along the channels: IREE's own ops transform one channel's 8x8 tile at a
+time and store it to 64 places tiles x channels apart. A UNet block's 128-channel 32x32 conv
+on an Emerald Rapids: IREE's transforms 0.93 ms (0.74 ms in, 0.19 ms out, with the channels
+padded to 144 so that those stores did not share a few cache sets), the weighted sums and
+their transposes from and to NCHW 0.44 ms.
 
 The fifth cuts causal attention's arithmetic: IREE 3.13 computes every query against every
 key and adds the mask, where a causal mask gives the keys after a query no weight.
@@ -68,9 +70,8 @@ SCHED_BATCH (PyTorch eager 7.89). The ninth, patch_matmuls, writes a patch embed
 packed_matmuls, applied after it, then packs too."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from iree_dispatch_profiler.core.library import NO_UKERNELS, CpuTarget, DataType
 from iree_dispatch_profiler.iree import modules
@@ -197,7 +198,7 @@ def _filter_taps(op) -> list:
             for kh in range(kh_count) for kw in range(kw_count)]
 
 
-def _generic(inputs: list, maps: list, init, reductions: int, combine) -> object:
+def _generic(inputs: list, maps: list, init, reductions: int, combine) -> Any:
     """A linalg.generic over `inputs` into `init` (parallel loops, then `reductions` reduction
     loops); its body yields combine(arguments widened to the output's type, accumulator)."""
     from iree.compiler import ir
@@ -309,50 +310,49 @@ def _rewrite(text: str, takes, replacement) -> tuple[str, int]:
         return (str(module) if found else text), len(found)
 
 
+# The transforms are vectors along the channels, and the batch matmul's depth is the channels:
+# an image's first conv (3 channels) is left direct
+WINOGRAD_MIN_CHANNELS = 16
+
+
 def _winograd_takes(op) -> bool:
     """A static f32 3x3 convolution of stride and dilation 1 in a layout IREE's Winograd pass
-    takes (F(6,3) is too coarse for lower precisions)."""
+    takes (F(6,3) is too coarse for lower precisions), of WINOGRAD_MIN_CHANNELS channels and
+    filters or more."""
 
     if op.name not in WINOGRAD_CONVS or len(op.operands) != 3:
         return False
     types = _static_types(op)
     if types is None:
         return False
-    kernel = types[1].shape[-2:] if op.name == WINOGRAD_CONVS[0] else types[1].shape[:2]
-    return (kernel == [3, 3]
+    nchw = op.name == WINOGRAD_CONVS[0]
+    kernel = types[1].shape[-2:] if nchw else types[1].shape[:2]
+    channels = types[0].shape[1 if nchw else 3]
+    filters = types[2].shape[1 if nchw else 3]
+    return (kernel == [3, 3] and min(channels, filters) >= WINOGRAD_MIN_CHANNELS
             and _window(op, "strides") == _window(op, "dilations") == [1, 1])
 
 
-# Winograd F(6,3) turns each 6x6 output tile into an 8x8 one.
+# Winograd F(6,3) turns each 6x6 output tile into an 8x8 one. Its input and output transforms
+# (IREE's matrices, LinalgExt/Utils/WinogradConstants.h): V = BT d BT^T per 8x8 input tile d,
+# Y = AT m AT^T per 8x8 product tile m.
 WINOGRAD_TILE = 6
-# The input transform writes its 8x8 values of a tile and channel to 64 places, one for each
-# position of the 8x8 tile, tiles x channels x 4 bytes apart: 64 cache lines, written again for
-# the next 15 channels. A cache indexes its sets by the address bits above the line, so where
-# that stride is a multiple of many lines, the 64 fall in a few sets and each store misses:
-# 128 channels of 6x6 tiles (18,432 bytes, 288 lines) land in 2 of an L1's 64 sets. Measured on
-# an Emerald Rapids (48 KiB 12-way L1), the input transform of 1x128x34x34: 1.50 ms; of the
-# same with 144 channels (16 sets): 0.56-0.71 ms; 256 channels (1 set): 3.70 ms. 8 sets
-# already hold them: ResNet's 128 channels of 5x5 tiles took 0.28 ms as they are, 0.35 padded.
-LINE_BYTES = 64
-L1_SETS = 64  # 4 KiB of lines: every L1 that is indexed within a page
-WINOGRAD_MIN_SETS = 8  # 8 sets take the 64 lines in any L1 of 8 ways or more
-WINOGRAD_MAX_PADDING = 1.25  # more channels than this costs the matmul more than it saves
-
-
-def winograd_channels(channels: int, tiles: int, element_bytes: int = 4) -> int:
-    """The channels to give a Winograd input transform of `tiles` output tiles so that its 64
-    places of a tile and channel fall in WINOGRAD_MIN_SETS cache sets or more: `channels`
-    where they already do, else the next multiple of 16 that does (zero channels add nothing
-    to the convolution), within WINOGRAD_MAX_PADDING."""
-    def sets(c: int) -> int:
-        stride = tiles * c * element_bytes
-        return (L1_SETS if stride % LINE_BYTES
-                else L1_SETS // math.gcd(stride // LINE_BYTES, L1_SETS))
-
-    if sets(channels) >= WINOGRAD_MIN_SETS:
-        return channels
-    wider = range((channels // 16 + 1) * 16, int(channels * WINOGRAD_MAX_PADDING) + 1, 16)
-    return next((c for c in wider if sets(c) >= WINOGRAD_MIN_SETS), channels)
+WINOGRAD_BT = ((1, 0, -21 / 4, 0, 21 / 4, 0, -1, 0),
+               (0, 1, 1, -17 / 4, -17 / 4, 1, 1, 0),
+               (0, -1, 1, 17 / 4, -17 / 4, -1, 1, 0),
+               (0, 1 / 2, 1 / 4, -5 / 2, -5 / 4, 2, 1, 0),
+               (0, -1 / 2, 1 / 4, 5 / 2, -5 / 4, -2, 1, 0),
+               (0, 2, 4, -5 / 2, -5, 1 / 2, 1, 0),
+               (0, -2, 4, 5 / 2, -5, -1 / 2, 1, 0),
+               (0, -1, 0, 21 / 4, 0, -21 / 4, 0, 1))
+WINOGRAD_AT = ((1, 1, 1, 1, 1, 1, 1, 0),
+               (0, 1, -1, 2, -2, 1 / 2, -1 / 2, 0),
+               (0, 1, 1, 4, 4, 1 / 4, 1 / 4, 0),
+               (0, 1, -1, 8, -8, 1 / 8, -1 / 8, 0),
+               (0, 1, 1, 16, 16, 1 / 16, 1 / 16, 0),
+               (0, 1, -1, 32, -32, 1 / 32, -1 / 32, 1))
+WINOGRAD_TRANSFORMS = ("iree_linalg_ext.winograd.input_transform",
+                       "iree_linalg_ext.winograd.output_transform")
 
 
 def _zeros(shape: list[int], element):
@@ -362,49 +362,154 @@ def _zeros(shape: list[int], element):
     return linalg.fill(arith.constant(element, 0.0), outs=[tensor.EmptyOp(shape, element).result])
 
 
-def _zero_padded(value, dim: int, size: int):
-    """`value` with dimension `dim` widened to `size` by zeros after it."""
+def _zero_padded(value, shape: list[int]):
+    """`value` widened to `shape` by zeros after it in each dimension (a tensor.pad: IREE
+    3.13 folded an insert_slice into zeros, of a transposed pad, into an invalid one)."""
     from iree.compiler import ir
-    from iree.compiler.dialects import tensor
+    from iree.compiler.dialects import arith, tensor
 
     source = ir.RankedTensorType(value.type)
-    shape = list(source.shape)
-    if shape[dim] == size:
+    if list(source.shape) == shape:
         return value
-    shape[dim] = size
-    rank = len(shape)
-    return tensor.insert_slice(value, _zeros(shape, source.element_type), [], [], [],
-                               [0] * rank, list(source.shape), [1] * rank)
+    pad = tensor.PadOp(ir.RankedTensorType.get(shape, source.element_type), value, [], [],
+                       [0] * len(shape), [s - d for s, d in zip(shape, source.shape)])
+    block = pad.regions[0].blocks.append(*[ir.IndexType.get()] * len(shape))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(arith.constant(source.element_type, 0.0))
+    return pad.result
 
 
 def _conv_from_zero(op):
     """The convolution from a zero accumulator, marked for IREE's Winograd pass, and its old
     accumulator (PyTorch's bias) added after: the pass drops a convolution's accumulator
-    (IREE 3.13: a bias-initialized conv came out without its bias). Its input channels are
-    padded with zeros where winograd_channels says, in the input and the filter alike."""
+    (IREE 3.13: a bias-initialized conv came out without its bias)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith
 
     init = op.operands[2]
     out_type = ir.RankedTensorType(init.type)
     zero = _zeros(out_type.shape, out_type.element_type)
-    nchw = op.name == WINOGRAD_CONVS[0]
-    input_c, filter_c = (1, 1) if nchw else (3, 2)
-    height, width = out_type.shape[2:] if nchw else out_type.shape[1:3]
-    channels = ir.RankedTensorType(op.operands[0].type).shape[input_c]
-    padded = winograd_channels(channels, -(-height // WINOGRAD_TILE) * -(-width // WINOGRAD_TILE))
-    image = _zero_padded(op.operands[0], input_c, padded)
-    weights = _zero_padded(op.operands[1], filter_c, padded)
     conv = op.clone()
-    conv.operands[0], conv.operands[1], conv.operands[2] = image, weights, zero
+    conv.operands[2] = zero
     conv.attributes[WINOGRAD_MARK] = ir.UnitAttr.get()
     identity = ir.AffineMap.get_identity(out_type.rank)
     return _generic([conv.results[0]], [identity, identity], init, 0,
                     lambda args, total: arith.addf(total, args[0]))
 
 
-# What a filter transform's input may be made of to be computed at load: a global, and the
-# zeros that winograd_channels pads it with.
+def _permuted(value, permutation: list[int]):
+    """`value` transposed: its dimension permutation[i] becomes dimension i."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg, tensor
+
+    source = ir.RankedTensorType(value.type)
+    empty = tensor.EmptyOp([source.shape[p] for p in permutation], source.element_type).result
+    return linalg.transpose(value, outs=[empty], permutation=permutation).results[0]
+
+
+def _weighted_sums(slices: list, weights, at: int, order: list[int]):
+    """out[k] = sum over s of weights[k][s] * slices[s], for each row k of `weights`: one
+    elementwise op whose loops are the slices' dims with k inserted at loop `at`, its output's
+    dims those loops in `order`. Each weight is a constant vector over k. The channels (the
+    slices' last dim) stay innermost, and k just outside them, so that IREE vectorizes the
+    channels and each slice's vector, loaded once, serves all of k."""
+    import numpy as np
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    source = ir.RankedTensorType(slices[0].type)
+    element = source.element_type
+    rows = np.array(weights, dtype=np.float32)
+    loops = source.rank + 1
+    d = [ir.AffineDimExpr.get(i) for i in range(loops)]
+    sizes = [*source.shape[:at], len(rows), *source.shape[at:]]
+    columns = [arith.constant(ir.RankedTensorType.get([len(rows)], element),
+                              ir.DenseElementsAttr.get(np.ascontiguousarray(rows[:, s])))
+               for s in range(len(slices))]
+    maps = ([ir.AffineMap.get(loops, 0, d[:at] + d[at + 1:])] * len(slices)
+            + [ir.AffineMap.get(loops, 0, [d[at]])] * len(slices)
+            + [ir.AffineMap.get(loops, 0, [d[i] for i in order])])
+    init = tensor.EmptyOp([sizes[i] for i in order], element).result
+
+    def combine(args, _):
+        total = arith.mulf(args[0], args[len(slices)])
+        for x, w in zip(args[1:len(slices)], args[len(slices) + 1:]):
+            total = arith.addf(total, arith.mulf(x, w))
+        return total
+    return _generic(slices + columns, maps, init, 0, combine).results[0]
+
+
+def _strided(value, dim: int, offset: int, count: int, stride: int):
+    """`count` entries of `value` along `dim`, from `offset`, `stride` apart."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    source = ir.RankedTensorType(value.type)
+    sizes, offsets, strides = list(source.shape), [0] * source.rank, [1] * source.rank
+    sizes[dim], offsets[dim], strides[dim] = count, offset, stride
+    return tensor.ExtractSliceOp(ir.RankedTensorType.get(sizes, source.element_type), value,
+                                 [], [], [], offsets, sizes, strides).result
+
+
+def _at(value, dim: int, index: int):
+    """`value` at `index` of `dim`, without that dim."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    source = ir.RankedTensorType(value.type)
+    sizes, offsets = list(source.shape), [0] * source.rank
+    sizes[dim], offsets[dim] = 1, index
+    reduced = ir.RankedTensorType.get(sizes[:dim] + sizes[dim + 1:], source.element_type)
+    return tensor.ExtractSliceOp(reduced, value, [], [], [], offsets, sizes,
+                                 [1] * source.rank).result
+
+
+def _input_transform(op):
+    """IREE's Winograd input transform (NCHW or NHWC image -> 8x8xNxTHxTWxC), channels-last:
+    the image, its tiles made whole with zeros, as NxHxWxC; then BT along the rows (each
+    tile row i: the rows 6 ty + i) and along the columns. IREE's own op transforms one
+    channel's 8x8 tile at a time and stores it to 64 places tiles x channels apart."""
+    from iree.compiler import ir
+
+    image = op.operands[0]
+    _, _, n, tiles_h, tiles_w, channels = ir.RankedTensorType(op.results[0].type).shape
+    if _array_ints(op.attributes["image_dimensions"]) == [2, 3]:  # NCHW
+        image = _permuted(image, [0, 2, 3, 1])
+    side = WINOGRAD_TILE + 2  # an 8x8 input tile, 6 apart
+    height, width = WINOGRAD_TILE * tiles_h + 2, WINOGRAD_TILE * tiles_w + 2
+    image = _zero_padded(image, [n, height, width, channels])
+    rows = _weighted_sums([_strided(image, 1, i, tiles_h, WINOGRAD_TILE) for i in range(side)],
+                          WINOGRAD_BT, 3, [3, 0, 1, 2, 4])  # 8 x N x TH x W x C
+    return _weighted_sums([_strided(rows, 3, j, tiles_w, WINOGRAD_TILE) for j in range(side)],
+                          WINOGRAD_BT, 4, [0, 4, 1, 2, 3, 5])  # 8 x 8 x N x TH x TW x C
+
+
+def _output_transform(op):
+    """IREE's Winograd output transform (8x8xNxTHxTWxF -> an NCHW or NHWC image of whole
+    tiles), channels-last: AT along the tiles' rows, then along their columns into
+    N x TH x 6 x TW x 6 x F, the image's rows and columns; transposed to NCHW where the op's
+    result is."""
+    from iree.compiler import ir
+
+    products = op.operands[0]
+    _, side, n, tiles_h, tiles_w, filters = ir.RankedTensorType(products.type).shape
+    rows = _weighted_sums([_at(products, 0, a) for a in range(side)], WINOGRAD_AT, 4,
+                          [4, 0, 1, 2, 3, 5])  # 6 x 8 x N x TH x TW x F
+    tiles = _weighted_sums([_at(rows, 1, b) for b in range(side)], WINOGRAD_AT, 4,
+                           [1, 2, 0, 3, 4, 5])  # N x TH x 6 x TW x 6 x F
+    image = _reshaped(tiles, [n, WINOGRAD_TILE * tiles_h, WINOGRAD_TILE * tiles_w, filters],
+                      [[0], [1, 2], [3, 4], [5]])
+    if _array_ints(op.attributes["image_dimensions"]) == [2, 3]:  # NCHW
+        return _permuted(image, [0, 3, 1, 2])
+    return image
+
+
+def _transform_as_sums(op) -> list:
+    return [_input_transform(op) if op.name == WINOGRAD_TRANSFORMS[0]
+            else _output_transform(op)]
+
+
+# What a filter transform's input may be made of to be computed at load: a global and constants
 LOAD_TIME_OPS = ("util.global.load", "tensor.empty", "arith.constant", "linalg.fill",
                  "tensor.insert_slice")
 
@@ -431,9 +536,8 @@ def _load_time_slice(value) -> list | None:
 
 
 def _hoist_filter_transforms(module) -> None:
-    """Each Winograd filter transform of a global (a parameter, zero-padded or not) computed
-    once, in an initializer, where IREE's const-expr hoisting leaves it in every call: its
-    1 MiB limit on the growth of a hoisted value refuses the 3x3 -> 8x8 filter (ResNet's
+    """Each Winograd filter transform of a global (a parameter) computed once, in an
+    initializer, where IREE's const-expr hoisting leaves it in every call: its 1 MiB limit on the growth of a hoisted value refuses the 3x3 -> 8x8 filter (ResNet's
     128x128x3x3: 2.15 ms of a 5.5 ms call on a Zen 4)."""
     from iree.compiler import ir
     from iree.compiler.dialects import util
@@ -454,7 +558,7 @@ def _hoist_filter_transforms(module) -> None:
         key = f"{source} {transform.operands[0].type}"
         if key not in hoisted:
             name = f"{ir.FlatSymbolRefAttr(source).value}$winograd"
-            while name in hoisted.values():  # the same global padded another way
+            while name in hoisted.values():  # the same global computed another way
                 name += "_"
             hoisted[key] = name
             pieces = ir.Module.parse(
@@ -500,8 +604,8 @@ def winograd(text: str) -> tuple[str, int]:
         module = modules.parse(text, "the model", context)
         PassManager.parse(WINOGRAD_PASS).run(module.operation)
         _hoist_filter_transforms(module)
-        module.operation.verify()
-        return str(module), count
+        text = str(module)
+    return _rewrite(text, lambda op: op.name in WINOGRAD_TRANSFORMS, _transform_as_sums)[0], count
 
 
 def depthwise_taps(text: str) -> tuple[str, int]:
@@ -1042,9 +1146,10 @@ REWRITES = (
     Rewrite("grouped_im2col", "the other grouped convolutions (strided along the width, or "
             "of narrow rows) as im2col per group and one batched contraction, where IREE runs "
             "PyTorch's NCHW grouped convolution as scalar code", grouped_im2col),
-    Rewrite("winograd", "3x3 stride-1 convolutions as Winograd F(6,3) (IREE's transforms, "
-            "applied so that the bias is kept and a parameter's filter transform runs once at "
-            "load): 64 products per 6x6 output tile where direct convolution takes 324",
+    Rewrite("winograd", "3x3 stride-1 convolutions as Winograd F(6,3) (IREE's filter "
+            "transform, a parameter's computed once at load; the input and output transforms "
+            "as sums of vectors along the channels; the bias kept): 64 products per 6x6 output "
+            "tile where direct convolution takes 324",
             winograd,
             # against IREE's default, whose NCHW convs are scalar code, its gain drowned:
             # ResNet b1 1.03x [1.02, 1.05] there, where under channels-last it took the
