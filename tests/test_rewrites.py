@@ -150,6 +150,10 @@ WINOGRAD = ("wino", "fchw", "tensor<1x16x14x14xf32>", "tensor<24x16x3x3xf32>",
             "tensor<1x24x12x12xf32>", (1, 1), (1, 1))
 WINOGRAD_NHWC = ("winolast", "hwcf", "tensor<2x10x10x16xf32>", "tensor<3x3x16x16xf32>",
                  "tensor<2x8x8x16xf32>", (1, 1), (1, 1))
+# batch 2, channels and filters no multiple of a vector, 9x13 outputs: 2x3 tiles, the last
+# ones partial
+WINOGRAD_ODD = ("winodd", "fchw", "tensor<2x20x11x15xf32>", "tensor<24x20x3x3xf32>",
+                "tensor<2x24x9x13xf32>", (1, 1), (1, 1))
 
 
 def test_winograd_takes_3x3_stride_1_f32_convs_and_adds_their_accumulator_after():
@@ -457,7 +461,8 @@ WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "ten
 @pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col"),
                                            (GROUPED_UNIT, "grouped_taps"),
                                            (WIDENED, "depthwise_taps"), (WINOGRAD, "winograd"),
-                                           (WINOGRAD_NHWC, "winograd"), (PATCH, "patch_matmuls")])
+                                           (WINOGRAD_NHWC, "winograd"), (WINOGRAD_ODD, "winograd"),
+                                           (PATCH, "patch_matmuls")])
 def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
     """The rewritten conv (strided, dilated, batch 2; or f16 operands into f32; or Winograd's,
     into a random accumulator; or a patch embedding's matmul), compiled and run by IREE, gives
