@@ -728,6 +728,58 @@ FAMILIES = {"haswell": (AVX2, (6, 16)), "skylake-avx512": (AVX512, (12, 32)),
             "neoverse-n1": (NEON, (12, 8))}
 
 
+@pytest.mark.iree
+def test_winograd_of_a_padded_conv_compiles_under_channels_last(tools, tmp_path):
+    """PyTorch's 3x3 conv of padding 1 (a tensor.pad of zeros into the conv) after a 1x1
+    conv, its 10x10 image made 2x2 whole tiles (14x14) with more zeros, rewritten and compiled
+    under the channels_last flag set, gives numpy's numbers: IREE 3.13 folded the zeros as an
+    earlier version wrote them (an insert_slice of the transposed pad into zeros) into an
+    invalid insert_slice, and ResNet's rewritten stage failed to compile."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.measure.verification import agreement
+    from iree_dispatch_profiler.tuning.flags import CURATED
+
+    x_type, padded = "tensor<1x16x10x10xf32>", "tensor<1x16x12x12xf32>"
+    k_type, out_type = "tensor<24x16x3x3xf32>", "tensor<1x24x10x10xf32>"
+    w_type = "tensor<16x16x1x1xf32>"
+    text, count = rewrites.winograd(
+        f"func.func @main(%x: {x_type}, %w1: {w_type}, %k: {k_type}, %o: {out_type}) -> "
+        f"{out_type} {{\n"
+        f"  %zero = arith.constant 0.0 : f32\n"
+        f"  %e = tensor.empty() : {x_type}\n"
+        f"  %z = linalg.fill ins(%zero : f32) outs(%e : {x_type}) -> {x_type}\n"
+        f"  %y = linalg.conv_2d_nchw_fchw {{dilations = dense<1> : vector<2xi64>, "
+        f"strides = dense<1> : vector<2xi64>}} ins(%x, %w1 : {x_type}, {w_type}) "
+        f"outs(%z : {x_type}) -> {x_type}\n"
+        f"  %p = tensor.pad %y low[0, 0, 1, 1] high[0, 0, 1, 1] {{\n"
+        f"  ^bb0(%i: index, %j: index, %h: index, %w: index):\n"
+        f"    tensor.yield %zero : f32\n"
+        f"  }} : {x_type} to {padded}\n"
+        f"  %c = linalg.conv_2d_nchw_fchw {{dilations = dense<1> : vector<2xi64>, "
+        f"strides = dense<1> : vector<2xi64>}} ins(%p, %k : {padded}, {k_type}) "
+        f"outs(%o : {out_type}) -> {out_type}\n"
+        f"  return %c : {out_type}\n}}\n")
+    assert count == 1
+    (channels_last,) = [f for f in CURATED if f.name == "channels_last"]
+    rng = np.random.default_rng(2)
+    x, w, k, init = (rng.standard_normal(s).astype(np.float32)
+                     for s in ((1, 16, 10, 10), (16, 16, 1, 1), (24, 16, 3, 3), (1, 24, 10, 10)))
+    y = np.einsum("nchw,fc->nfhw", x, w[:, :, 0, 0])
+    wanted = reference("fchw", np.pad(y, ((0, 0), (0, 0), (1, 1), (1, 1))), k, init, (1, 1),
+                       (1, 1)).astype(np.float32)
+    inputs = []
+    for i, array in enumerate((x, w, k, init)):
+        np.save(tmp_path / f"in{i}.npy", array)
+        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    vmfb = build(tools, text, tmp_path / "padded", flags=tuple(channels_last.args))
+    output = tmp_path / "out.npy"
+    ran = run_module(tools, vmfb, "main", "local-task", inputs, [output], 300)
+    assert ran.ok, ran.reason
+    result = agreement(np.load(output), wanted)
+    assert result.ok, result.detail
+
+
 # channels enough for the transforms' vectors on every family
 WINOGRAD_WIDE = ("wide", "fchw", "tensor<1x128x14x14xf32>", "tensor<16x128x3x3xf32>",
                  "tensor<1x16x12x12xf32>", (1, 1), (1, 1))
