@@ -352,10 +352,7 @@ def agreements(tools, tmp_path: Path, arrays, sources: dict[str, str], wanted: n
     from iree_dispatch_profiler.iree.launchers import run_module
     from iree_dispatch_profiler.measure.verification import agreement
 
-    inputs = []
-    for i, array in enumerate(arrays):
-        np.save(tmp_path / f"in{i}.npy", array)
-        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    inputs = saved(tmp_path, arrays)
     results = {}
     for name, source in sources.items():
         output = tmp_path / f"{name}.npy"
@@ -380,6 +377,15 @@ def build(tools, text: str, path: Path, cpu: str = "host", triple: str = "",
     result = run(compile_command(tools, target, source, vmfb, list(flags)), 300)
     assert result.ok, result.failure("iree-compile", 300)
     return vmfb
+
+
+def saved(tmp_path: Path, arrays, stem: str = "in") -> list[str]:
+    """`arrays` saved as .npy files under `tmp_path`: their --input arguments, in order."""
+    inputs = []
+    for i, array in enumerate(arrays):
+        np.save(tmp_path / f"{stem}{i}.npy", array)
+        inputs.append(f"@{tmp_path / f'{stem}{i}.npy'}")
+    return inputs
 
 
 def reference(kind: str, x, k, init, strides, dilations):
@@ -482,10 +488,7 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     arrays = [rng.standard_normal(s).astype(np.float16 if t.endswith("xf16>") else np.float32)
               for s, t in zip(shapes, conv[2:5])]
     wanted = reference(conv[1], *arrays, conv[5], conv[6])
-    inputs = []
-    for i, array in enumerate(arrays):
-        np.save(tmp_path / f"in{i}.npy", array)
-        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    inputs = saved(tmp_path, arrays)
     results = {}
     right, wrong = CORRUPTED.get(rewrite, ("arith.addf", "arith.subf"))
     assert right in text
@@ -525,10 +528,7 @@ def test_winograds_filter_transform_computed_at_load_gives_numpys_numbers(tools,
     assert count == 1 and "util.initializer" in rewritten
     transformed = f"8x8x{shapes[0][1]}x{shapes[1][0]}xf32"
     wanted = reference(kind, x, k, init, strides, dilations).astype(np.float32)
-    inputs = []
-    for i, array in enumerate((x, init)):
-        np.save(tmp_path / f"in{i}.npy", array)
-        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    inputs = saved(tmp_path, [x, init])
     transform = re.search(r"  %\S+ = iree_linalg_ext.winograd.filter_transform.*\n", rewritten)
     assert transform
     stored = re.search(r"util.global.store (%\S+),", rewritten)
@@ -768,10 +768,7 @@ def test_winograd_of_a_padded_conv_compiles_under_channels_last(tools, tmp_path)
     y = np.einsum("nchw,fc->nfhw", x, w[:, :, 0, 0])
     wanted = reference("fchw", np.pad(y, ((0, 0), (0, 0), (1, 1), (1, 1))), k, init, (1, 1),
                        (1, 1)).astype(np.float32)
-    inputs = []
-    for i, array in enumerate((x, w, k, init)):
-        np.save(tmp_path / f"in{i}.npy", array)
-        inputs.append(f"@{tmp_path / f'in{i}.npy'}")
+    inputs = saved(tmp_path, [x, w, k, init])
     vmfb = build(tools, text, tmp_path / "padded", flags=tuple(channels_last.args))
     output = tmp_path / "out.npy"
     ran = run_module(tools, vmfb, "main", "local-task", inputs, [output], 300)
@@ -1209,10 +1206,7 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch):
     wrong, _ = rewrites.packed_matmuls(source, cpu)
     xs = [rng.standard_normal((BATCHES.get(layout, 1) * m, k)).astype(np.float32)
           for layout in ("kxn", "nxk", "batched", "broadcast")]
-    inputs = []
-    for i, x in enumerate(xs):
-        np.save(tmp_path / f"x{i}.npy", x)
-        inputs.append(f"@{tmp_path / f'x{i}.npy'}")
+    inputs = saved(tmp_path, xs, "x")
     for name, module_text in (("rewritten", text), ("wrong", wrong)):
         outputs = [tmp_path / f"{name}_{i}.npy" for i in range(len(xs))]
         vmfb = build(tools, module_text, tmp_path / name, flags=(NO_UKERNELS,))
