@@ -165,11 +165,23 @@ def _takes(name: str):
     return check
 
 
+def _slice(value, offsets: list[int], sizes: list[int], strides: list[int] | None = None,
+           shape: list[int] | None = None):
+    """`value`'s slice at `offsets` of `sizes` (`strides` apart, 1 unless given), as a tensor
+    of `shape` (`sizes` unless given: a rank-reducing slice drops unit dims)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    element = ir.RankedTensorType(value.type).element_type
+    return tensor.ExtractSliceOp(ir.RankedTensorType.get(sizes if shape is None else shape,
+                                                         element), value, [], [], [], offsets,
+                                 sizes, strides or [1] * len(sizes)).result
+
+
 def _tap_slices(op) -> list:
     """One slice of the input per kernel tap (row-major over the taps): what the tap multiplies
     at every output position, the output's shape with the input's channels."""
     from iree.compiler import ir
-    from iree.compiler.dialects import tensor
 
     x, k, _ = op.operands
     x_type, out_type = ir.RankedTensorType(x.type), ir.RankedTensorType(op.results[0].type)
@@ -177,24 +189,18 @@ def _tap_slices(op) -> list:
     lead = x_type.shape[:-2]  # batch, (groups,) channels
     sizes = [*lead, *out_type.shape[-2:]]
     kh_count, kw_count = ir.RankedTensorType(k.type).shape[-2:]
-    return [tensor.ExtractSliceOp(
-        ir.RankedTensorType.get(sizes, x_type.element_type), x, [], [], [],
-        [0] * len(lead) + [kh * dilations[0], kw * dilations[1]], sizes,
-        [1] * len(lead) + strides).result
-        for kh in range(kh_count) for kw in range(kw_count)]
+    return [_slice(x, [0] * len(lead) + [kh * dilations[0], kw * dilations[1]], sizes,
+                   [1] * len(lead) + strides)
+            for kh in range(kh_count) for kw in range(kw_count)]
 
 
 def _filter_taps(op) -> list:
     """The filter's slice at each kernel tap (row-major over the taps, as _tap_slices): its
     leading dims (depthwise: channels; grouped: groups, filters, channels)."""
     from iree.compiler import ir
-    from iree.compiler.dialects import tensor
 
-    k_type = ir.RankedTensorType(op.operands[1].type)
-    *lead, kh_count, kw_count = k_type.shape
-    tap = ir.RankedTensorType.get(lead, k_type.element_type)
-    return [tensor.ExtractSliceOp(tap, op.operands[1], [], [], [], [0] * len(lead) + [kh, kw],
-                                  [*lead, 1, 1], [1] * (len(lead) + 2)).result
+    *lead, kh_count, kw_count = ir.RankedTensorType(op.operands[1].type).shape
+    return [_slice(op.operands[1], [0] * len(lead) + [kh, kw], [*lead, 1, 1], shape=lead)
             for kh in range(kh_count) for kw in range(kw_count)]
 
 
@@ -442,26 +448,21 @@ def _weighted_sums(slices: list, weights, at: int, order: list[int]):
 def _strided(value, dim: int, offset: int, count: int, stride: int):
     """`count` entries of `value` along `dim`, from `offset`, `stride` apart."""
     from iree.compiler import ir
-    from iree.compiler.dialects import tensor
 
     source = ir.RankedTensorType(value.type)
     sizes, offsets, strides = list(source.shape), [0] * source.rank, [1] * source.rank
     sizes[dim], offsets[dim], strides[dim] = count, offset, stride
-    return tensor.ExtractSliceOp(ir.RankedTensorType.get(sizes, source.element_type), value,
-                                 [], [], [], offsets, sizes, strides).result
+    return _slice(value, offsets, sizes, strides)
 
 
 def _at(value, dim: int, index: int):
     """`value` at `index` of `dim`, without that dim."""
     from iree.compiler import ir
-    from iree.compiler.dialects import tensor
 
     source = ir.RankedTensorType(value.type)
     sizes, offsets = list(source.shape), [0] * source.rank
     sizes[dim], offsets[dim] = 1, index
-    reduced = ir.RankedTensorType.get(sizes[:dim] + sizes[dim + 1:], source.element_type)
-    return tensor.ExtractSliceOp(reduced, value, [], [], [], offsets, sizes,
-                                 [1] * source.rank).result
+    return _slice(value, offsets, sizes, shape=sizes[:dim] + sizes[dim + 1:])
 
 
 def _input_transform(op):
@@ -775,9 +776,7 @@ def _causal_as_blocks(op):
         offsets[axis], sizes[axis] = start, stop - start
         if axis2 is not None:
             sizes[axis2] = stop2
-        return tensor.ExtractSliceOp(
-            ir.RankedTensorType.get(sizes, ir.RankedTensorType(value.type).element_type), value,
-            [], [], [], offsets, sizes, [1] * len(shape)).result
+        return _slice(value, offsets, sizes)
 
     pieces = []
     for start, stop in _query_blocks(out_type.shape[-2]):
