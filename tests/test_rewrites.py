@@ -319,8 +319,10 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
     assert rewrite_search.under("causal_blocks") == ["decompose_attention"]
     assert rewrite_search.under("packed_matmuls") == ["data_tiling_early", "im2col_data_tiling"]
     assert rewrite_search.under("patch_matmuls") == ["im2col_data_tiling"]
+    assert rewrite_search.under("cache_attention") == ["data_tiling_early"]
     assert all(r.under == () for r in rewrites.REWRITES
-               if r.name not in ("winograd", "causal_blocks", "packed_matmuls", "patch_matmuls"))
+               if r.name not in ("winograd", "causal_blocks", "packed_matmuls", "patch_matmuls",
+                                 "cache_attention"))
 
     def row(under: str, ms: float, default_ms: float, speedup: float, low: float) -> dict:
         return {"name": "winograd", "under": under, "status": "ok", "median_ms": ms,
@@ -785,8 +787,8 @@ WINOGRAD_WIDE = ("wide", "fchw", "tensor<1x128x14x14xf32>", "tensor<16x128x3x3xf
 def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     """A module `rewrite` took for `cpu` (of FAMILIES), and the flags the tuner ships it with:
     Winograd's conv of 128 channels, its filter a parameter transformed in an initializer;
-    the causal attention in blocks,
-    decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host); a 1-D
+    a decode step's attention written out over its cache, with a Linear data-tiled; the causal
+    attention in blocks, decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host); a 1-D
     conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
     into the family's register tile, with ukernels off; a patch embedding's matmul."""
     from iree_dispatch_profiler.iree import rewrites
@@ -818,6 +820,11 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
         assert count == 1
         (reassociated,) = [f for f in CURATED if f.name == "reassociate_reductions"]
         return text, reassociated.args
+    if rewrite == "cache_attention":  # a decode step's, its Linear data-tiled
+        text, count = rewrites.cache_attention(cached_attention(cache=256, linear=True))
+        assert count == 1
+        (early,) = [f for f in CURATED if f.name == "data_tiling_early"]
+        return text, early.args
     text, count = rewrites.causal_blocks(attention())
     assert count == 1
     (tuned,) = joined("decompose_attention", ["data_tiling_early"], list(CURATED))
@@ -826,7 +833,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
 
 @pytest.mark.iree
 @pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool",
-                                     "packed_matmuls", "patch_matmuls"])
+                                     "packed_matmuls", "patch_matmuls", "cache_attention"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
@@ -867,6 +874,122 @@ def test_causal_blocks_compute_numpys_causal_attention(tools, tmp_path):
         "blocks": text, "reversed": text.replace("arith.cmpi sge", "arith.cmpi sle")}, wanted)
     assert results["blocks"].ok, results["blocks"].detail
     assert not results["reversed"].ok
+
+
+def cached_attention(queries: int = 1, cache: int = 40, values: tuple[int, int] | None = None,
+                     linear: bool = False, masked: bool = False, heads: int = 2,
+                     dim: int = 16) -> str:
+    """A decode step's attention as iree-turbine exports one: K the cache (1 x heads x `cache`
+    x dim) joined with the step's one key, V the `values` pieces (the same unless given)
+    joined along the keys, each collapsed to the heads; `queries` queries. With `linear`, the
+    output goes on through a batch matmul by a weight argument (a Linear); with `masked`, the
+    attention adds a float mask argument (heads x queries x keys) to its scores."""
+    def piece(n: int) -> str:
+        return f"tensor<1x{heads}x{n}x{dim}xf32>"
+
+    def join(name: str, first: int, second: int) -> str:
+        whole = f"1x{heads}x{first + second}x{dim}"
+        return (f"  %{name}4 = tensor.concat dim(2) %{name}c, %{name}n : ({piece(first)}, "
+                f"{piece(second)}) -> tensor<{whole}xf32>\n"
+                f"  %{name} = tensor.collapse_shape %{name}4 [[0, 1], [2], [3]] : "
+                f"tensor<{whole}xf32> into tensor<{heads}x{first + second}x{dim}xf32>\n")
+    values = values or (cache, 1)
+    q = f"tensor<{heads}x{queries}x{dim}xf32>"
+    kt = f"tensor<{heads}x{cache + 1}x{dim}xf32>"
+    m = f"tensor<{heads}x{queries}x{cache + 1}xf32>"
+    maps = ", ".join(f"affine_map<(d0, d1, d2, d3, d4) -> ({r})>" for r in
+                     ("d0, d1, d3", "d0, d4, d3", "d0, d4, d2", "",
+                      *(["d0, d1, d4"] if masked else []), "d0, d1, d2"))
+    out = f"tensor<{heads}x{queries}x32xf32>" if linear else q
+    tail = (f"""  %e = tensor.empty() : {out}
+  %zero = arith.constant 0.0 : f32
+  %z = linalg.fill ins(%zero : f32) outs(%e : {out}) -> {out}
+  %y = linalg.batch_matmul ins(%r, %w : {q}, tensor<{heads}x{dim}x32xf32>) outs(%z : {out}) -> {out}
+  return %y : {out}""" if linear else f"  return %r : {q}")
+    weight = (f", %w: tensor<{heads}x{dim}x32xf32>" if linear else "") + (
+        f", %m: {m}" if masked else "")
+    mask, mask_type = (", %m", f", {m}") if masked else ("", "")
+    return f"""func.func @main(%q: {q}, %kc: {piece(cache)}, %kn: {piece(1)}, %vc: {piece(values[0])}, %vn: {piece(values[1])}{weight}) -> {out} {{
+  %scale = arith.constant 0.25 : f32
+{join("k", cache, 1)}{join("v", *values)}  %o = tensor.empty() : {q}
+  %r = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>
+      ins(%q, %k, %v, %scale{mask} : {q}, {kt}, {kt}, f32{mask_type}) outs(%o : {q}) {{
+  ^bb0(%score: f32):
+    iree_linalg_ext.yield %score : f32
+  }} -> {q}
+{tail}
+}}
+"""
+
+
+def test_cache_attention_takes_attention_over_keys_joined_from_pieces_only():
+    """An attention of few queries whose K and V are each joined from pieces of the same sizes
+    along the keys becomes its softmax written out over the pieces, and the model's matmuls
+    are marked for data tiling (with a mask too); more queries than CACHE_MAX_QUERIES, or K
+    and V joined from pieces of other sizes, are left as they are, as is a causal attention
+    over keys not joined."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    for queries, linear, masked in ((1, False, False), (rewrites.CACHE_MAX_QUERIES, False, False),
+                                    (1, True, False), (2, False, True)):
+        taken = cached_attention(queries, linear=linear, masked=masked)
+        text, count = rewrites.cache_attention(taken)
+        assert count == 1 and "iree_linalg_ext.attention" not in text
+        # each piece's scores read the piece itself: 40 keys, then 1
+        assert f"tensor<2x{queries}x40xf32>" in text and f"tensor<2x{queries}x1xf32>" in text
+        assert text.count(rewrites.DATA_TILING_HINT) == taken.count("linalg.batch_matmul")
+    for other in (cached_attention(queries=rewrites.CACHE_MAX_QUERIES + 1),
+                  cached_attention(values=(39, 2)), attention()):
+        assert rewrites.cache_attention(other) == (other, 0)
+
+
+@pytest.mark.iree
+def test_cache_attention_computes_numpys_attention_over_the_joined_keys(tools, tmp_path):
+    """The attention written out over the cache and the step's key, compiled and run by IREE,
+    gives numpy's softmax(Q K^T scale + mask) V over all 41 keys (the mask hiding the first
+    ten, and the step's own key for the first query); with its last division a product
+    instead, or the mask's columns of each piece taken from the start, it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, count = rewrites.cache_attention(cached_attention(queries=3, masked=True))
+    assert count == 1
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 3, 16)).astype(np.float32)
+    kc, kn, vc, vn = (rng.standard_normal((1, 2, n, 16)).astype(np.float32)
+                      for n in (40, 1, 40, 1))
+    mask = np.zeros((2, 3, 41), np.float32)
+    mask[:, :, :10] = mask[:, 0, 40] = -np.inf
+    k, v = (np.concatenate(pair, axis=2)[0].astype(np.float64) for pair in ((kc, kn), (vc, vn)))
+    scores = np.einsum("hqd,hkd->hqk", q, k) * 0.25 + mask
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    wanted = np.einsum("hqk,hkd->hqd", weights / weights.sum(-1, keepdims=True), v)
+    results = agreements(tools, tmp_path, (q, kc, kn, vc, vn, mask), {
+        "written": text, "multiplied": text.replace("arith.divf", "arith.mulf"),
+        "from_start": text.replace("[0, 0, 40] [2, 3, 1]", "[0, 0, 0] [2, 3, 1]")}, wanted)
+    assert "[0, 0, 40] [2, 3, 1]" in text
+    assert results["written"].ok, results["written"].detail
+    assert not results["multiplied"].ok and not results["from_start"].ok
+
+
+@pytest.mark.iree
+def test_cache_attention_keeps_the_cache_out_of_data_tiling_and_the_linear_in(tools, tmp_path):
+    """Under data tiling and the attention decomposed (the flags a decode step was tuned to),
+    the model's own attention packs the joined K and V (41 keys) every call; rewritten,
+    nothing of the keys is packed, and the Linear's weight still is."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.tuning.flags import CURATED, joined
+
+    (tuned,) = joined("decompose_attention", ["data_tiling_early"], list(CURATED))
+    source = cached_attention(linear=True)
+    text, count = rewrites.cache_attention(source)
+    assert count == 1
+    packed = {}
+    for name, module_text in (("own", source), ("rewritten", text)):
+        flow = build(tools, module_text, tmp_path / name, flags=(*tuned.args, "--compile-to=flow"))
+        packed[name] = set(re.findall(r"linalg\.pack .*: (tensor<[0-9x]+xf32>)", flow.read_text()))
+    assert "tensor<2x16x32xf32>" in packed["own"] & packed["rewritten"]  # the weight
+    assert any("x41x" in t for t in packed["own"])
+    assert not any("x41x" in t or "x40x" in t for t in packed["rewritten"]), packed["rewritten"]
 
 
 def adaptive_pool(n: int = 2, c: int = 8, h: int = 5, w: int = 7, bound: int | None = None,
