@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
-classes users bring: transformer layers (encoder, causal, LLaMA-style), an LLM decode step against a KV
-cache, ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck,
+classes users bring: transformer layers (encoder, causal, LLaMA-style), LLM decode steps against a KV
+cache (GPT-2's, and LLaMA's of grouped KV heads), ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck,
 a CNN classifier (batch norm, global average pool), an MLP, a small MLP head, a diffusion
 UNet residual block (GroupNorm), a vision transformer's patch embedding and a recommender tower
 (token ids into an embedding table). They read
@@ -72,6 +72,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                       "conv 32->128, global average pool, 1000 classes",
     "gpt2_decode": "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                    "12 heads, FFN 3072",
+    "llama_decode": "LLaMA-style decode step: one token against a 511-token KV cache of 2 KV "
+                    "heads shared by 8 query heads, d 512, RoPE, SwiGLU FFN 1376",
     "unet_resblock": "diffusion UNet residual block: GroupNorm(32), SiLU, 3x3 conv 128->128, "
                      "twice, 32x32, batch 1",
     "vit_patch_embed": "vision transformer stem: 224x224 RGB in 16x16 patches (196 tokens of "

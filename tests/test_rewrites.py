@@ -878,21 +878,41 @@ def test_causal_blocks_compute_numpys_causal_attention(tools, tmp_path):
 
 def cached_attention(queries: int = 1, cache: int = 40, values: tuple[int, int] | None = None,
                      linear: bool = False, masked: bool = False, heads: int = 2,
-                     dim: int = 16) -> str:
+                     dim: int = 16, groups: int = 1) -> str:
     """A decode step's attention as iree-turbine exports one: K the cache (1 x heads x `cache`
     x dim) joined with the step's one key, V the `values` pieces (the same unless given)
     joined along the keys, each collapsed to the heads; `queries` queries. With `linear`, the
     output goes on through a batch matmul by a weight argument (a Linear); with `masked`, the
-    attention adds a float mask argument (heads x queries x keys) to its scores."""
+    attention adds a float mask argument (heads x queries x keys) to its scores; with
+    `groups`, the cache holds heads / groups KV heads, each repeated for `groups` query heads
+    (repeat_interleave: a copy into 1 x KV heads x groups x keys x dim, collapsed)."""
+    kv_heads = heads // groups
+
     def piece(n: int) -> str:
-        return f"tensor<1x{heads}x{n}x{dim}xf32>"
+        return f"tensor<1x{kv_heads}x{n}x{dim}xf32>"
 
     def join(name: str, first: int, second: int) -> str:
-        whole = f"1x{heads}x{first + second}x{dim}"
-        return (f"  %{name}4 = tensor.concat dim(2) %{name}c, %{name}n : ({piece(first)}, "
-                f"{piece(second)}) -> tensor<{whole}xf32>\n"
-                f"  %{name} = tensor.collapse_shape %{name}4 [[0, 1], [2], [3]] : "
-                f"tensor<{whole}xf32> into tensor<{heads}x{first + second}x{dim}xf32>\n")
+        keys = first + second
+        whole = f"1x{kv_heads}x{keys}x{dim}"
+        text = (f"  %{name}4 = tensor.concat dim(2) %{name}c, %{name}n : ({piece(first)}, "
+                f"{piece(second)}) -> tensor<{whole}xf32>\n")
+        if groups > 1:
+            wide = f"tensor<1x{kv_heads}x{groups}x{keys}x{dim}xf32>"
+            text += (f"""  %{name}e = tensor.empty() : {wide}
+  %{name}5 = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>,
+      affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}}
+      ins(%{name}4 : tensor<{whole}xf32>) outs(%{name}e : {wide}) {{
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }} -> {wide}
+  %{name}6 = tensor.collapse_shape %{name}5 [[0], [1, 2], [3], [4]] : {wide} into tensor<1x{heads}x{keys}x{dim}xf32>
+""")
+            whole, joined = f"1x{heads}x{keys}x{dim}", f"%{name}6"
+        else:
+            joined = f"%{name}4"
+        return text + (f"  %{name} = tensor.collapse_shape {joined} [[0, 1], [2], [3]] : "
+                       f"tensor<{whole}xf32> into tensor<{heads}x{keys}x{dim}xf32>\n")
     values = values or (cache, 1)
     q = f"tensor<{heads}x{queries}x{dim}xf32>"
     kt = f"tensor<{heads}x{cache + 1}x{dim}xf32>"
@@ -938,35 +958,47 @@ def test_cache_attention_takes_attention_over_keys_joined_from_pieces_only():
         # each piece's scores read the piece itself: 40 keys, then 1
         assert f"tensor<2x{queries}x40xf32>" in text and f"tensor<2x{queries}x1xf32>" in text
         assert text.count(rewrites.DATA_TILING_HINT) == taken.count("linalg.batch_matmul")
+    # grouped KV heads: the loops run over 2 KV heads x 4 query heads each, the cache read in
+    # place (not repeated: no copy of 40 keys into the groups)
+    text, count = rewrites.cache_attention(cached_attention(heads=8, groups=4))
+    assert count == 1 and "tensor<1x2x4x1x40xf32>" in text
+    assert "tensor<1x2x4x40x16xf32>" not in text  # (the source's own repeat: 41 keys)
     for other in (cached_attention(queries=rewrites.CACHE_MAX_QUERIES + 1),
                   cached_attention(values=(39, 2)), attention()):
         assert rewrites.cache_attention(other) == (other, 0)
 
 
 @pytest.mark.iree
-def test_cache_attention_computes_numpys_attention_over_the_joined_keys(tools, tmp_path):
-    """The attention written out over the cache and the step's key, compiled and run by IREE,
-    gives numpy's softmax(Q K^T scale + mask) V over all 41 keys (the mask hiding the first
-    ten, and the step's own key for the first query); with its last division a product
-    instead, or the mask's columns of each piece taken from the start, it does not."""
+@pytest.mark.parametrize("heads, groups", [(2, 1), (8, 4)])
+def test_cache_attention_computes_numpys_attention_over_the_joined_keys(tools, tmp_path, heads,
+                                                                         groups):
+    """The attention written out over the cache and the step's key (each KV head shared by
+    `groups` query heads), compiled and run by IREE, gives numpy's softmax(Q K^T scale + mask)
+    V over all 41 keys (the mask hiding the first ten, and the step's own key for the first
+    query); with its last division a product instead, or the mask's columns of each piece
+    taken from the start, it does not."""
     from iree_dispatch_profiler.iree import rewrites
 
-    text, count = rewrites.cache_attention(cached_attention(queries=3, masked=True))
+    text, count = rewrites.cache_attention(cached_attention(queries=3, masked=True, heads=heads,
+                                                            groups=groups))
     assert count == 1
     rng = np.random.default_rng(3)
-    q = rng.standard_normal((2, 3, 16)).astype(np.float32)
-    kc, kn, vc, vn = (rng.standard_normal((1, 2, n, 16)).astype(np.float32)
+    q = rng.standard_normal((heads, 3, 16)).astype(np.float32)
+    kc, kn, vc, vn = (rng.standard_normal((1, heads // groups, n, 16)).astype(np.float32)
                       for n in (40, 1, 40, 1))
-    mask = np.zeros((2, 3, 41), np.float32)
+    mask = np.zeros((heads, 3, 41), np.float32)
     mask[:, :, :10] = mask[:, 0, 40] = -np.inf
-    k, v = (np.concatenate(pair, axis=2)[0].astype(np.float64) for pair in ((kc, kn), (vc, vn)))
+    k, v = (np.repeat(np.concatenate(pair, axis=2)[0], groups, axis=0).astype(np.float64)
+            for pair in ((kc, kn), (vc, vn)))
     scores = np.einsum("hqd,hkd->hqk", q, k) * 0.25 + mask
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     wanted = np.einsum("hqk,hkd->hqd", weights / weights.sum(-1, keepdims=True), v)
+    columns = re.search(r"\[0, 0(, 0)*, 40\] \[[0-9, ]*1\]", text)
+    assert columns is not None
     results = agreements(tools, tmp_path, (q, kc, kn, vc, vn, mask), {
         "written": text, "multiplied": text.replace("arith.divf", "arith.mulf"),
-        "from_start": text.replace("[0, 0, 40] [2, 3, 1]", "[0, 0, 0] [2, 3, 1]")}, wanted)
-    assert "[0, 0, 40] [2, 3, 1]" in text
+        "from_start": text.replace(columns.group(0), columns.group(0).replace("40]", "0]"))},
+        wanted)
     assert results["written"].ok, results["written"].detail
     assert not results["multiplied"].ok and not results["from_start"].ok
 

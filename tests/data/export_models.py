@@ -71,29 +71,61 @@ class LlamaBlock(torch.nn.Module):
         self.heads, self.kv_heads = heads, kv_heads
 
     def forward(self, x, norm1, wq, wk, wv, wo, norm2, w_gate, w_up, w_down, cos, sin):
-        f = torch.nn.functional
-        batch, seq, dim = x.shape
+        q, k, v = llama_qkv(self, x, norm1, wq, wk, wv, cos, sin)
+        return llama_rest(self, x, q, k, v, wo, norm2, w_gate, w_up, w_down, causal=True)
 
-        def rms_norm(t, weight):
-            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
 
-        def rotate(t):  # the half-rotation of LLaMA's rotary embedding
-            half = t.shape[-1] // 2
-            return t * cos + torch.cat((-t[..., half:], t[..., :half]), dim=-1) * sin
+def rms_norm(t, weight):
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
 
-        def heads(t, n):
-            return t.view(batch, seq, n, -1).transpose(1, 2)
 
-        h = rms_norm(x, norm1)
-        q = rotate(heads(f.linear(h, wq), self.heads))
-        k = rotate(heads(f.linear(h, wk), self.kv_heads))
-        v = heads(f.linear(h, wv), self.kv_heads)
-        group = self.heads // self.kv_heads
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        attention = f.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + f.linear(attention.transpose(1, 2).reshape(batch, seq, dim), wo)
-        h = rms_norm(x, norm2)
-        return x + f.linear(f.silu(f.linear(h, w_gate)) * f.linear(h, w_up), w_down)
+def llama_qkv(block, x, norm1, wq, wk, wv, cos, sin):
+    """A LLaMA block's queries, keys and values of `x` (batch x seq x dim), as heads: RMSNorm,
+    the projections, rotary embeddings on the queries and keys."""
+    f = torch.nn.functional
+    batch, seq, _ = x.shape
+
+    def rotate(t):  # the half-rotation of LLaMA's rotary embedding
+        half = t.shape[-1] // 2
+        return t * cos + torch.cat((-t[..., half:], t[..., :half]), dim=-1) * sin
+
+    def heads(t, n):
+        return t.view(batch, seq, n, -1).transpose(1, 2)
+
+    h = rms_norm(x, norm1)
+    return (rotate(heads(f.linear(h, wq), block.heads)),
+            rotate(heads(f.linear(h, wk), block.kv_heads)), heads(f.linear(h, wv), block.kv_heads))
+
+
+def llama_rest(block, x, q, k, v, wo, norm2, w_gate, w_up, w_down, causal: bool):
+    """The rest of a LLaMA block: grouped-query attention (each KV head repeated for its query
+    heads), the output projection, residual, RMSNorm, SwiGLU feed-forward, residual."""
+    f = torch.nn.functional
+    batch, seq, dim = x.shape
+    group = block.heads // block.kv_heads
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    attention = f.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    x = x + f.linear(attention.transpose(1, 2).reshape(batch, seq, dim), wo)
+    h = rms_norm(x, norm2)
+    return x + f.linear(f.silu(f.linear(h, w_gate)) * f.linear(h, w_up), w_down)
+
+
+class LlamaDecode(torch.nn.Module):
+    """One token of a LLaMA-style model's decode against its KV cache (of the KV heads): the
+    block of LlamaBlock, its new key and value joined to the cache (torch.cat) before the
+    grouped-query attention; the cos and sin of the token's position are weights. The output
+    and the token's key and value (for the caller to append) go out."""
+
+    def __init__(self, heads: int, kv_heads: int):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+
+    def forward(self, x, k_cache, v_cache, norm1, wq, wk, wv, wo, norm2, w_gate, w_up, w_down,
+                cos, sin):
+        q, k, v = llama_qkv(self, x, norm1, wq, wk, wv, cos, sin)
+        keys, values = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
+        out = llama_rest(self, x, q, keys, values, wo, norm2, w_gate, w_up, w_down, causal=False)
+        return out, k, v
 
 
 class ResNetStage(torch.nn.Module):
@@ -283,6 +315,12 @@ def llama_args(d: int, seq: int, heads: int, kv_heads: int, ff: int) -> list[tup
             (seq, d // heads), (seq, d // heads)]
 
 
+def llama_decode_args(d: int, heads: int, kv_heads: int, cached: int,
+                      ff: int) -> list[tuple[int, ...]]:
+    cache = (1, kv_heads, cached, d // heads)
+    return [(1, 1, d), cache, cache, *llama_args(d, 1, heads, kv_heads, ff)[1:]]
+
+
 def stage_args(batch: int, c: int = 64, size: int = 56) -> list[tuple[int, ...]]:
     return [(batch, c, size, size), (2 * c, c, 3, 3), (2 * c,), (2 * c, 2 * c, 3, 3), (2 * c,),
             (2 * c, c, 1, 1), (2 * c,)]
@@ -412,6 +450,10 @@ MODELS = {
     "gpt2_decode": Model(lambda: DecodeStep(12), decode_args(768, 12, 511, 3072), BENCHMARKS,
                          "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
                          "12 heads, FFN 3072", inputs=3),
+    "llama_decode": Model(lambda: LlamaDecode(8, 2), llama_decode_args(512, 8, 2, 511, 1376),
+                          BENCHMARKS, "LLaMA-style decode step: one token against a 511-token "
+                          "KV cache of 2 KV heads shared by 8 query heads, d 512, RoPE, SwiGLU "
+                          "FFN 1376", inputs=3),
     "unet_resblock": Model(GroupNormResBlock, [(1, 128, 32, 32), (128,), (128,), (128, 128, 3, 3),
                                                (128,), (128,), (128,), (128, 128, 3, 3), (128,)],
                            BENCHMARKS, "diffusion UNet residual block: GroupNorm(32), SiLU, 3x3 "
