@@ -853,8 +853,8 @@ def causal_blocks(text: str) -> tuple[str, int]:
 # which for a decode step's few queries is a row, and for a prompt IREE's own attention keeps
 # in registers
 CACHE_MAX_QUERIES = 16
-# The named contractions IREE's data tiling takes, marked for it where cache_attention keeps
-# its own out (tensor.concat's operands: the cache, then the step's keys)
+# The named contractions IREE's data tiling takes: cache_attention marks them for it, which
+# keeps its own contractions (over the cache, read in place) out of it
 DATA_TILED = ("linalg.matmul", "linalg.batch_matmul")
 DATA_TILING_HINT = "iree.opt.data_tiling"
 
