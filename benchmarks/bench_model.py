@@ -97,6 +97,7 @@ BATCHED = " | SCHED_BATCH"
 # the tuned model on local-sync too where the answer's run command names it (autotune.py
 # found its dispatches too small to repay IREE's worker threads), and PyTorch on one thread
 SYNCED = " | local-sync"
+ANSWERS = (TUNED, "IREE default")  # the answer: the tuned build, or IREE's default without one
 ONE_THREAD = " | 1 thread"
 GOAL = 1.25  # issue 30's goal: the tuned model 1.25x faster than PyTorch eager
 
@@ -216,7 +217,8 @@ def beyond_reach(floor: dict, torch_ms: float) -> str:
 def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
                  weights: dict[str, np.ndarray], sync: bool = False) -> dict:
     """One interleaved session of the whole call: IREE's builds (the tuned one when flags or a
-    spec won, and with `sync` on local-sync too) and PyTorch eager, on the same weights."""
+    spec won) and PyTorch eager, on the same weights; the answer (the tuned build, or IREE's
+    default without one) also under SCHED_BATCH, and with `sync` on local-sync."""
     lowered = work / "model_input.mlir"
     signature = modules.find_function(lowered, None)
     paths = sorted(work.glob("main_input*.npy"), key=lambda p: int(p.stem.split("input")[1]))
@@ -224,9 +226,10 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     tools = IreeTools.locate()
     candidates, notes = [], []
     batch = process.can_schedule(process.BATCH)
+    answer = TUNED if (work / BUILDS[TUNED]).is_file() else "IREE default"
     for label, file in BUILDS.items():
         ways = [("", LOCAL_TASK, "")]
-        if label == TUNED:
+        if label == answer:
             ways += [(BATCHED, LOCAL_TASK, process.BATCH)] if batch else []
             ways += [(SYNCED, LOCAL_SYNC, "")] if sync else []
         for suffix, device, policy in ways:
@@ -313,8 +316,12 @@ def main() -> int:
         print("\n".join(line for line in lines if line.startswith(SUMMARY_PREFIXES)
                         or line.startswith("  answer:")))
         print("\n".join(time_goes(lines)))
+        # local-sync where the answer's run command names it: the script's, or IREE's
+        # default's when nothing is shipped ("Answer: IREE's default, run with `...`")
         script = paths.compile_script
-        sync = script.is_file() and f"--device={LOCAL_SYNC}" in script.read_text()
+        sync = ((script.is_file() and f"--device={LOCAL_SYNC}" in script.read_text())
+                or any(line.startswith("Answer: ") and f"--device={LOCAL_SYNC}" in line
+                       for line in lines))
         session = side_by_side(name, paths.work, args.confirm_seconds, parameters, weights, sync)
         outcomes = session["outcomes"]
         print("whole model call, one interleaved session (median of samples, each the mean ms per call [95%]):")
@@ -345,7 +352,7 @@ def main() -> int:
     print("\n== summary: whole call, median ms; the tuned model (or IREE's default, without a "
           "spec) against PyTorch eager (95%), each at its better scheduling (| batch: under "
           "SCHED_BATCH)")
-    synced = any(TUNED + SYNCED in row[2] for row in summary)
+    synced = any(answer + SYNCED in row[2] for row in summary for answer in ANSWERS)
     columns = [*BUILDS, TUNED + BATCHED, *([TUNED + SYNCED] if synced else []), TORCH,
                TORCH + BATCHED, *([TORCH + ONE_THREAD] if synced else [])]
     shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TUNED + SYNCED: "tuned | sync",
@@ -355,8 +362,12 @@ def main() -> int:
               + f" {'floor':>7} {'PyTorch':>7} {f'{GOAL}x':>7}   tuned vs PyTorch")
     print(header)
     for name, seconds, outcomes, verdicts, floor, torch_ms in summary:
-        cells = [f"{outcomes[label].runtime.median:16.3f}" if label in outcomes
-                 and not outcomes[label].reason else f"{'-':>16}" for label in columns]
+        # the answer's columns: the tuned model's, or IREE's default's without a spec
+        answer = TUNED if TUNED in outcomes else "IREE default"
+        shown_as = {TUNED + way: answer + way for way in (BATCHED, SYNCED)}
+        timed = {label: outcomes.get(shown_as.get(label, label)) for label in columns}
+        cells = [f"{o.runtime.median:16.3f}" if o is not None and not o.reason else f"{'-':>16}"
+                 for o in timed.values()]
         against = stats.direction(verdicts[TORCH_BEST]) if TORCH_BEST in verdicts else "-"
         reach = ([f"{floor['ms']:7.3f}", f"{floor['ms'] / torch_ms:7.0%}",
                   f"{floor['ms'] * GOAL / torch_ms:7.0%}"] if floor and torch_ms
