@@ -97,7 +97,6 @@ BATCHED = " | SCHED_BATCH"
 # the tuned model on local-sync too where the answer's run command names it (autotune.py
 # found its dispatches too small to repay IREE's worker threads), and PyTorch on one thread
 SYNCED = " | local-sync"
-ANSWERS = (TUNED, "IREE default")  # the answer: the tuned build, or IREE's default without one
 ONE_THREAD = " | 1 thread"
 GOAL = 1.25  # issue 30's goal: the tuned model 1.25x faster than PyTorch eager
 
@@ -149,6 +148,11 @@ def torch_eager(name: str, inputs: list[np.ndarray], weights: dict[str, np.ndarr
 
 
 TORCH_BEST = "PyTorch eager at its better scheduling"
+
+
+def answer_of(labels) -> str:
+    """The answer's label among `labels`: the tuned build, or IREE's default without one."""
+    return TUNED if TUNED in labels else "IREE default"
 
 
 def better(outcomes: dict, label: str) -> str:
@@ -226,7 +230,7 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     tools = IreeTools.locate()
     candidates, notes = [], []
     batch = process.can_schedule(process.BATCH)
-    answer = TUNED if (work / BUILDS[TUNED]).is_file() else "IREE default"
+    answer = answer_of([label for label, file in BUILDS.items() if (work / file).is_file()])
     for label, file in BUILDS.items():
         ways = [("", LOCAL_TASK, "")]
         if label == answer:
@@ -329,7 +333,7 @@ def main() -> int:
             shown = (f"{outcome.runtime.median:9.3f} {outcome.runtime.interval('.3f')}"
                      if not outcome.reason else f"failed: {outcome.reason}")
             print(f"  {label:<34} {shown}")
-        best = better(outcomes, TUNED if TUNED in outcomes else "IREE default")
+        best = better(outcomes, answer_of(outcomes))
         torch_best = better(outcomes, TORCH)
         verdicts = {}
         for other in ("IREE default", "IREE data tiling", TORCH, TORCH + BATCHED,
@@ -352,7 +356,7 @@ def main() -> int:
     print("\n== summary: whole call, median ms; the tuned model (or IREE's default, without a "
           "spec) against PyTorch eager (95%), each at its better scheduling (| batch: under "
           "SCHED_BATCH)")
-    synced = any(answer + SYNCED in row[2] for row in summary for answer in ANSWERS)
+    synced = any(answer_of(row[2]) + SYNCED in row[2] for row in summary)
     columns = [*BUILDS, TUNED + BATCHED, *([TUNED + SYNCED] if synced else []), TORCH,
                TORCH + BATCHED, *([TORCH + ONE_THREAD] if synced else [])]
     shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TUNED + SYNCED: "tuned | sync",
@@ -363,8 +367,7 @@ def main() -> int:
     print(header)
     for name, seconds, outcomes, verdicts, floor, torch_ms in summary:
         # the answer's columns: the tuned model's, or IREE's default's without a spec
-        answer = TUNED if TUNED in outcomes else "IREE default"
-        shown_as = {TUNED + way: answer + way for way in (BATCHED, SYNCED)}
+        shown_as = {TUNED + way: answer_of(outcomes) + way for way in (BATCHED, SYNCED)}
         timed = {label: outcomes.get(shown_as.get(label, label)) for label in columns}
         cells = [f"{o.runtime.median:16.3f}" if o is not None and not o.reason else f"{'-':>16}"
                  for o in timed.values()]

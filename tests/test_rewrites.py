@@ -381,6 +381,14 @@ def build(tools, text: str, path: Path, cpu: str = "host", triple: str = "",
     return vmfb
 
 
+def curated(name: str):
+    """The curated flag set `name` (tuning.flags.CURATED)."""
+    from iree_dispatch_profiler.tuning.flags import CURATED
+
+    (found,) = [f for f in CURATED if f.name == name]
+    return found
+
+
 def saved(tmp_path: Path, arrays, stem: str = "in") -> list[str]:
     """`arrays` saved as .npy files under `tmp_path`: their --input arguments, in order."""
     inputs = []
@@ -616,7 +624,6 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
     from iree_dispatch_profiler.cli import autotune
     from iree_dispatch_profiler.core.library import NO_UKERNELS, UKERNELS
     from iree_dispatch_profiler.iree import rewrites
-    from iree_dispatch_profiler.tuning import flags as module_flags
     from iree_dispatch_profiler.tuning import model
     from iree_dispatch_profiler.tuning.model import final, flag_search, rewrite_search, verdict
 
@@ -647,7 +654,7 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
     assert rewrite_search.search_rewrites(tuner, roots, cpu) is not roots
     assert s.input == tmp_path / "dw_source.mlir" and tuner.default.name == "default"
     assert tuner.source_flags == [NO_UKERNELS]
-    data_tiling = next(f for f in module_flags.CURATED if f.name == "data_tiling")
+    data_tiling = curated("data_tiling")
     _, built = flag_search.measure_round(tuner, [data_tiling])
     own = tuner.data_tiling_build()
     assert built["data_tiling"][0].vmfb != own.vmfb
@@ -740,7 +747,6 @@ def test_winograd_of_a_padded_conv_compiles_under_channels_last(tools, tmp_path)
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
     from iree_dispatch_profiler.measure.verification import agreement
-    from iree_dispatch_profiler.tuning.flags import CURATED
 
     x_type, padded = "tensor<1x16x10x10xf32>", "tensor<1x16x12x12xf32>"
     k_type, out_type = "tensor<24x16x3x3xf32>", "tensor<1x24x10x10xf32>"
@@ -763,7 +769,7 @@ def test_winograd_of_a_padded_conv_compiles_under_channels_last(tools, tmp_path)
         f"outs(%o : {out_type}) -> {out_type}\n"
         f"  return %c : {out_type}\n}}\n")
     assert count == 1
-    (channels_last,) = [f for f in CURATED if f.name == "channels_last"]
+    channels_last = curated("channels_last")
     rng = np.random.default_rng(2)
     x, w, k, init = (rng.standard_normal(s).astype(np.float32)
                      for s in ((1, 16, 10, 10), (16, 16, 1, 1), (24, 16, 3, 3), (1, 24, 10, 10)))
@@ -788,8 +794,8 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     """A module `rewrite` took for `cpu` (of FAMILIES), and the flags the tuner ships it with:
     Winograd's conv of 128 channels, its filter a parameter transformed in an initializer;
     a decode step's attention written out over its cache, with a Linear data-tiled; the causal
-    attention in blocks, decomposed and data-tiled (4 blocks of 64 rows failed to compile so on this host); a 1-D
-    conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
+    attention in blocks, decomposed and data-tiled (4 blocks of 64 rows failed to compile so
+    on this host); a 1-D conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
     into the family's register tile, with ukernels off; a patch embedding's matmul."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.flags import CURATED, joined
@@ -818,13 +824,11 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     if rewrite == "global_pool":  # a sum: whole vectors add only with reductions reassociated
         text, count = rewrites.global_pool(adaptive_pool(h=16, w=16))
         assert count == 1
-        (reassociated,) = [f for f in CURATED if f.name == "reassociate_reductions"]
-        return text, reassociated.args
+        return text, curated("reassociate_reductions").args
     if rewrite == "cache_attention":  # a decode step's, its Linear data-tiled
         text, count = rewrites.cache_attention(cached_attention(cache=256, linear=True))
         assert count == 1
-        (early,) = [f for f in CURATED if f.name == "data_tiling_early"]
-        return text, early.args
+        return text, curated("data_tiling_early").args
     text, count = rewrites.causal_blocks(attention())
     assert count == 1
     (tuned,) = joined("decompose_attention", ["data_tiling_early"], list(CURATED))

@@ -313,23 +313,35 @@ def _grouped_as_taps(op):
     return _generic(taps + slices, maps, op.operands[2], 1, combine)
 
 
-def _rewrite(text: str, takes, replacement) -> tuple[str, int]:
-    """`text` with every op `takes` accepts replaced by `replacement(op)` (an op, or a value
-    per result); how many were."""
+def _replaced(module, takes, replacement) -> int:
+    """Every op of `module` `takes` accepts replaced by `replacement(op)` (an op, or a value
+    per result), in place; how many were."""
+    from iree.compiler import ir
+
+    found = [op.operation for op in modules.walk(module.operation) if takes(op.operation)]
+    for op in found:
+        with ir.InsertionPoint(op), op.location:
+            new = replacement(op)
+        for result, fresh in zip(op.results, new if isinstance(new, list) else new.results):
+            result.replace_all_uses_with(fresh)
+        op.erase()
+    return len(found)
+
+
+def _rewrite(text: str, takes, replacement, after=None) -> tuple[str, int]:
+    """`text` with every op `takes` accepts replaced (_replaced), and then, where any was,
+    `after(module)` done to the whole module; how many were."""
     from iree.compiler import ir
 
     with ir.Context() as context:
         module = modules.parse(text, "the model", context)
-        found = [op.operation for op in modules.walk(module.operation) if takes(op.operation)]
-        for op in found:
-            with ir.InsertionPoint(op), op.location:
-                new = replacement(op)
-            for result, fresh in zip(op.results, new if isinstance(new, list) else new.results):
-                result.replace_all_uses_with(fresh)
-            op.erase()
-        if found:
-            module.operation.verify()
-        return (str(module) if found else text), len(found)
+        count = _replaced(module, takes, replacement)
+        if not count:
+            return text, 0
+        if after is not None:
+            after(module)
+        module.operation.verify()
+        return str(module), count
 
 
 # The transforms are vectors along the channels, and the batch matmul's depth is the channels:
@@ -610,19 +622,18 @@ def _hoist_filter_transforms(module) -> None:
                 op.erase()
 
 
-def winograd(text: str) -> tuple[str, int]:
-    text, count = _rewrite(text, _winograd_takes, _conv_from_zero)
-    if not count:
-        return text, 0
-    from iree.compiler import ir
+def _winograd_after_marking(module) -> None:
+    """IREE's Winograd pass on the marked convs, their filter transforms hoisted, their input
+    and output transforms written as sums."""
     from iree.compiler.passmanager import PassManager
 
-    with ir.Context() as context:
-        module = modules.parse(text, "the model", context)
-        PassManager.parse(WINOGRAD_PASS).run(module.operation)
-        _hoist_filter_transforms(module)
-        text = str(module)
-    return _rewrite(text, lambda op: op.name in WINOGRAD_TRANSFORMS, _transform_as_sums)[0], count
+    PassManager.parse(WINOGRAD_PASS).run(module.operation)
+    _hoist_filter_transforms(module)
+    _replaced(module, lambda op: op.name in WINOGRAD_TRANSFORMS, _transform_as_sums)
+
+
+def winograd(text: str) -> tuple[str, int]:
+    return _rewrite(text, _winograd_takes, _conv_from_zero, after=_winograd_after_marking)
 
 
 def depthwise_taps(text: str) -> tuple[str, int]:
@@ -682,9 +693,15 @@ def _copied_dims(op, dims: list[int]) -> list[int] | None:
                       for m in ir.ArrayAttr(op.attributes["indexing_maps"]))
     if result != ir.AffineMap.get_identity(result.n_dims):
         return None
-    read = [str(e) for e in source.results]
-    wanted = [f"d{d}" for d in dims]
-    return [read.index(w) for w in wanted] if all(w in read for w in wanted) else None
+    read = _dim_positions(source)
+    return [read.index(d) for d in dims] if all(d in read for d in dims) else None
+
+
+def _dim_positions(affine_map) -> list[int | None]:
+    """Each result of `affine_map`: the position of the dim it is, None if it is no dim."""
+    from iree.compiler import ir
+
+    return [e.position if isinstance(e, ir.AffineDimExpr) else None for e in affine_map.results]
 
 
 def _producer_chain(value, dims: list[int], through_copies: bool = False):
@@ -784,23 +801,33 @@ def _is_causal_mask(mask) -> bool:
     return False
 
 
-def _causal_takes(op) -> bool:
-    """A static attention of the usual maps, that yields its scores as they are, with a causal
-    mask and enough queries for two blocks."""
+def _plain_attention(op) -> bool:
+    """A static attention of the usual maps (_attention_maps, with a mask or without one) that
+    yields its scores as they are."""
     from iree.compiler import ir
 
-    if op.name != ATTENTION or len(op.operands) != 6 or len(op.results) != 1:
+    if op.name != ATTENTION or len(op.operands) not in (5, 6) or len(op.results) != 1:
         return False
-    q, k, v, _, mask, out = op.operands
-    if not all(ir.RankedTensorType(t.type).has_static_shape for t in (q, k, v, mask, out)):
+    tensors = [v for i, v in enumerate(op.operands) if i != 3]  # all but the scale
+    if not all(ir.RankedTensorType(t.type).has_static_shape for t in tensors):
         return False
-    rank = ir.RankedTensorType(q.type).rank
+    expected = _attention_maps(ir.RankedTensorType(tensors[0].type).rank)
+    if len(op.operands) == 5:  # no mask
+        expected = expected[:4] + expected[5:]
     maps = [str(ir.AffineMapAttr(m)) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
     body = list(op.regions[0].blocks[0].operations) if op.regions else []
-    return (maps == _attention_maps(rank)
-            and len(body) == 1 and list(body[0].operands) == list(op.regions[0].blocks[0].arguments)
-            and ir.RankedTensorType(q.type).shape[-2] >= 2 * CAUSAL_MIN_ROWS
-            and _is_causal_mask(mask))
+    return (maps == expected and len(body) == 1
+            and list(body[0].operands) == list(op.regions[0].blocks[0].arguments))
+
+
+def _causal_takes(op) -> bool:
+    """A plain attention (_plain_attention) with a causal mask and enough queries for two
+    blocks."""
+    from iree.compiler import ir
+
+    return (_plain_attention(op) and len(op.operands) == 6
+            and ir.RankedTensorType(op.operands[0].type).shape[-2] >= 2 * CAUSAL_MIN_ROWS
+            and _is_causal_mask(op.operands[4]))
 
 
 def _query_blocks(rows: int) -> list[tuple[int, int]]:
@@ -863,13 +890,25 @@ def _joined_keys(value, rank: int):
     """Where an attention's K or V (`rank` dims, keys second-innermost) is a tensor.concat
     along the keys (through reshapes): the concat and the reshapes from it to `value`, each
     with its result's dim of the keys (as _producer_chain); None otherwise."""
-    from iree.compiler import ir
 
     found = _producer_chain(value, [rank - 2], through_copies=True)
     if found is None or found[0].name != "tensor.concat":
         return None
     concat, (dim,), chain = found
-    return (concat, chain) if ir.IntegerAttr(concat.attributes["dim"]).value == dim else None
+    return (concat, chain) if _concat_dim(concat) == dim else None
+
+
+def _concat_dim(concat) -> int:
+    from iree.compiler import ir
+
+    return ir.IntegerAttr(concat.attributes["dim"]).value
+
+
+def _piece_keys(concat) -> list[int]:
+    """The keys of each piece a concat joins."""
+    from iree.compiler import ir
+
+    return [ir.RankedTensorType(p.type).shape[_concat_dim(concat)] for p in concat.operands]
 
 
 def _key_layout(joined, operand) -> tuple[list[int], list[int], int] | None:
@@ -889,14 +928,13 @@ def _key_layout(joined, operand) -> tuple[list[int], list[int], int] | None:
     at = copies[0]
     copy, (keys,) = chain[at]
     wide = ir.RankedTensorType(copy.results[0].type).shape
-    read = [str(e) for e in ir.AffineMapAttr(
-        ir.ArrayAttr(copy.attributes["indexing_maps"])[0]).value.results]
+    source = ir.ArrayAttr(copy.attributes["indexing_maps"])[0]
+    read = _dim_positions(ir.AffineMapAttr(source).value)
     # from the copy on, reshapes that only regroup the batch dims (their order kept)
     if (keys != len(wide) - 2 or wide[-1] != shape[-1] or len(shape) < 3
-            or prod(wide[:-2]) != prod(shape[:-2])
-            or not all(r.startswith("d") and r[1:].isdigit() for r in read)):
+            or prod(wide[:-2]) != prod(shape[:-2]) or None in read):
         return None
-    return list(wide[:-2]), [int(r[1:]) for r in read], at
+    return list(wide[:-2]), read, at  # type: ignore[return-value]
 
 
 def _key_pieces(joined, copy_at: int) -> list:
@@ -905,10 +943,8 @@ def _key_pieces(joined, copy_at: int) -> list:
     from iree.compiler import ir
 
     concat, chain = joined
-    dim = ir.IntegerAttr(concat.attributes["dim"]).value
     pieces = []
-    for piece in concat.operands:
-        keys = ir.RankedTensorType(piece.type).shape[dim]
+    for piece, keys in zip(concat.operands, _piece_keys(concat)):
         for op, (at,) in reversed(chain[copy_at + 1:]):
             shape = list(ir.RankedTensorType(op.results[0].type).shape)
             shape[at] = keys
@@ -936,38 +972,25 @@ def _rebatched(value, batch: list[int]):
 
 
 def _cache_takes(op) -> bool:
-    """A static f32 attention of the usual maps (with a float mask, or none) that yields its
-    scores as they are, of at most CACHE_MAX_QUERIES queries, whose K and V are each joined
-    along the keys from pieces of the same sizes (a KV cache and the step's own keys and
-    values)."""
+    """A plain f32 attention (_plain_attention; its mask, if any, a float one) of at most
+    CACHE_MAX_QUERIES queries, whose K and V are each joined along the keys from pieces of the
+    same sizes (a KV cache and the step's own keys and values)."""
     from iree.compiler import ir
 
-    if op.name != ATTENTION or len(op.operands) not in (5, 6) or len(op.results) != 1:
+    if not _plain_attention(op):
         return False
     q, k, v = op.operands[:3]
     types = [ir.RankedTensorType(t.type) for t in [q, k, v, *op.operands[4:]]]
-    if not all(t.has_static_shape and isinstance(t.element_type, ir.F32Type) for t in types):
-        return False
-    rank = types[0].rank
-    maps = [str(ir.AffineMapAttr(m)) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    expected = _attention_maps(rank)
-    if len(op.operands) == 5:  # no mask
-        expected = expected[:4] + expected[5:]
-    body = list(op.regions[0].blocks[0].operations) if op.regions else []
-    if (maps != expected or len(body) != 1
-            or list(body[0].operands) != list(op.regions[0].blocks[0].arguments)
+    if (not all(isinstance(t.element_type, ir.F32Type) for t in types)
             or types[0].shape[-2] > CACHE_MAX_QUERIES):
         return False
-    joined = [_joined_keys(t, rank) for t in (k, v)]
+    joined = [_joined_keys(t, types[0].rank) for t in (k, v)]
     if None in joined:
         return False
     layouts = [_key_layout(j, t) for j, t in zip(joined, (k, v))]
     if None in layouts or layouts[0][0] != layouts[1][0]:  # type: ignore[index]
         return False
-    sizes = [[ir.RankedTensorType(p.type).shape[
-        ir.IntegerAttr(concat.attributes["dim"]).value] for p in concat.operands]
-        for concat, _ in joined]
-    return sizes[0] == sizes[1]
+    return _piece_keys(joined[0][0]) == _piece_keys(joined[1][0])  # type: ignore[index]
 
 
 def _cache_attention(op):
@@ -1049,22 +1072,18 @@ def _cache_attention(op):
     return [_rebatched(result, list(out_type.shape[:-2]))]
 
 
-def _marked_for_data_tiling(text: str) -> str:
-    """`text` with IREE's data tiling hint on each of its DATA_TILED contractions: where any
-    op carries the hint, IREE's data tiling takes those only (AnnotateDataTilingHints)."""
+def _mark_for_data_tiling(module) -> None:
+    """IREE's data tiling hint on each DATA_TILED contraction of `module`: where any op
+    carries the hint, IREE's data tiling takes those only (AnnotateDataTilingHints)."""
     from iree.compiler import ir
 
-    with ir.Context() as context:
-        module = modules.parse(text, "the model", context)
-        for op in modules.walk(module.operation):
-            if op.operation.name in DATA_TILED:
-                op.operation.attributes[DATA_TILING_HINT] = ir.UnitAttr.get()
-        return str(module)
+    for op in modules.walk(module.operation):
+        if op.operation.name in DATA_TILED:
+            op.operation.attributes[DATA_TILING_HINT] = ir.UnitAttr.get()
 
 
 def cache_attention(text: str) -> tuple[str, int]:
-    text, count = _rewrite(text, _cache_takes, _cache_attention)
-    return (_marked_for_data_tiling(text) if count else text), count
+    return _rewrite(text, _cache_takes, _cache_attention, after=_mark_for_data_tiling)
 
 
 def _window_reads(op):
