@@ -18,7 +18,8 @@ importable (`pip install -e ".[torch]"`), PyTorch eager on the same module and t
 (torch threads = physical cores, as IREE's local-task), all in one interleaved session: times
 with 95% intervals, and the tuned model against each. The tuned model and PyTorch are also
 timed under SCHED_BATCH (iree/process.py: IREE's wait spins on a worker it can preempt), the
-tuned model on local-sync too where its answer runs there (and PyTorch then on one thread), and
+tuned model with local-task's workers unpinned (a runtime flag, autotune.py's other way to the
+same end) and on local-sync too where its answer runs there (and PyTorch then on one thread), and
 each side is compared at its better scheduling. Each sample of either is the mean ms per
 call over the sample's consecutive calls (IREE: iree-benchmark-module's loop; PyTorch: a Python
 loop), slow calls included, as a serving loop sees them."""
@@ -49,6 +50,7 @@ from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.measure.blas import timed_calls
 from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 from iree_dispatch_profiler.measure.verification import agreement
+from iree_dispatch_profiler.tuning.model import final
 from iree_dispatch_profiler.tuning.paths import TuningPaths
 
 MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
@@ -98,6 +100,8 @@ BATCHED = " | SCHED_BATCH"
 # found its dispatches too small to repay IREE's worker threads), and PyTorch on one thread
 SYNCED = " | local-sync"
 ONE_THREAD = " | 1 thread"
+# the answer with local-task's workers unpinned (final.unpinned_workers), as autotune.py times it
+UNPINNED = " | unpinned"
 GOAL = 1.25  # issue 30's goal: the tuned model 1.25x faster than PyTorch eager
 
 
@@ -158,7 +162,8 @@ def answer_of(labels) -> str:
 def better(outcomes: dict, label: str) -> str:
     """`label`, `label` under SCHED_BATCH or on one thread (local-sync), whichever has the
     lowest median (a failed one never)."""
-    timed = [n for n in (label, label + BATCHED, label + SYNCED, label + ONE_THREAD)
+    timed = [n for n in (label, label + BATCHED, label + UNPINNED, label + SYNCED,
+                         label + ONE_THREAD)
              if n in outcomes and not outcomes[n].reason]
     return min(timed, key=lambda n: outcomes[n].runtime.median) if timed else label
 
@@ -232,14 +237,16 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     batch = process.can_schedule(process.BATCH)
     answer = answer_of([label for label, file in BUILDS.items() if (work / file).is_file()])
     for label, file in BUILDS.items():
-        ways = [("", LOCAL_TASK, "")]
+        ways = [("", LOCAL_TASK, "", ())]
         if label == answer:
-            ways += [(BATCHED, LOCAL_TASK, process.BATCH)] if batch else []
-            ways += [(SYNCED, LOCAL_SYNC, "")] if sync else []
-        for suffix, device, policy in ways:
+            ways += [(BATCHED, LOCAL_TASK, process.BATCH, ())] if batch else []
+            ways += [(UNPINNED, LOCAL_TASK, "", final.unpinned_workers())]
+            ways += [(SYNCED, LOCAL_SYNC, "", ())] if sync else []
+        for suffix, device, policy, flags in ways:
             if (work / file).is_file():
                 bench = Benchmark(tools, work / file, signature.name, device,
-                                  [f"@{p}" for p in paths], flags=parameters, timeout=600,
+                                  [f"@{p}" for p in paths], flags=[*parameters, *flags],
+                                  timeout=600,
                                   source=INVOCATION, scheduling=policy)
                 candidates.append(Candidate(label + suffix, bench.sample))
     call = torch_eager(name, inputs, weights)
@@ -355,19 +362,19 @@ def main() -> int:
         summary.append((name, seconds, outcomes, verdicts, floor, torch_ms))
     print("\n== summary: whole call, median ms; the tuned model (or IREE's default, without a "
           "spec) against PyTorch eager (95%), each at its better scheduling (| batch: under "
-          "SCHED_BATCH)")
+          "SCHED_BATCH; | unpinned: local-task's workers unpinned)")
     synced = any(answer_of(row[2]) + SYNCED in row[2] for row in summary)
-    columns = [*BUILDS, TUNED + BATCHED, *([TUNED + SYNCED] if synced else []), TORCH,
-               TORCH + BATCHED, *([TORCH + ONE_THREAD] if synced else [])]
-    shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TUNED + SYNCED: "tuned | sync",
-             TORCH + BATCHED: "PyTorch | batch", TORCH + ONE_THREAD: "PyTorch | 1 thread"}
+    columns = [*BUILDS, TUNED + BATCHED, TUNED + UNPINNED, *([TUNED + SYNCED] if synced else []),
+               TORCH, TORCH + BATCHED, *([TORCH + ONE_THREAD] if synced else [])]
+    shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TUNED + UNPINNED: "tuned | unpinned",
+             TUNED + SYNCED: "tuned | sync", TORCH + BATCHED: "PyTorch | batch", TORCH + ONE_THREAD: "PyTorch | 1 thread"}
     header = (f"{'model':<20} {'tuning':>7} "
               + " ".join(f"{shown.get(label, label):>16}" for label in columns)
               + f" {'floor':>7} {'PyTorch':>7} {f'{GOAL}x':>7}   tuned vs PyTorch")
     print(header)
     for name, seconds, outcomes, verdicts, floor, torch_ms in summary:
         # the answer's columns: the tuned model's, or IREE's default's without a spec
-        shown_as = {TUNED + way: answer_of(outcomes) + way for way in (BATCHED, SYNCED)}
+        shown_as = {TUNED + way: answer_of(outcomes) + way for way in (BATCHED, UNPINNED, SYNCED)}
         timed = {label: outcomes.get(shown_as.get(label, label)) for label in columns}
         cells = [f"{o.runtime.median:16.3f}" if o is not None and not o.reason else f"{'-':>16}"
                  for o in timed.values()]

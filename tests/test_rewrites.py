@@ -3,7 +3,10 @@ compiler runs), that the rewritten ops compute the convolutions' numbers (IREE r
 numpy is the reference) and are vector code where the named op is not (cross-compiled), and
 the tuner's phase that adopts a rewrite only when it verifies and is faster, and ships it."""
 import dataclasses
+import os
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -579,13 +582,34 @@ def test_a_depthwise_model_is_tuned_on_its_rewritten_source_which_the_answer_shi
     assert "Source: rewritten by depthwise_taps (dw_source.mlir)" in result.stdout
     script = (tmp_path / "dw_compile.sh").read_text()
     assert str(source) in script
-    # the answer's whole call timed under SCHED_BATCH and on local-sync too; the run command
-    # uses the faster, where one was
+    # the answer's whole call timed under SCHED_BATCH, with local-task's workers unpinned and
+    # on local-sync too (iree-benchmark-module takes each: a way it refused has no line); the
+    # run command uses the faster, where one was
     runtime = [line for line in result.stdout.splitlines() if line.startswith("Runtime: ")]
-    assert len(runtime) == 2 and "under SCHED_BATCH" in runtime[0] and "on local-sync" in runtime[1]
+    unpinned = f"--task_topology_group_count={len(os.sched_getaffinity(0))}"
+    assert len(runtime) == 3 and "under SCHED_BATCH" in runtime[0], runtime
+    assert f"with {unpinned}" in runtime[1] and "on local-sync" in runtime[2]
     assert ("run it with `chrt --batch 0`" in runtime[0]) == ("#   chrt --batch 0 iree-run-module"
                                                              in script)
-    assert ("run it with `--device=local-sync`" in runtime[1]) == ("--device=local-sync" in script)
+    assert (f"run it with `{unpinned}`" in runtime[1]) == (f"{unpinned} --input" in script)
+    assert ("run it with `--device=local-sync`" in runtime[2]) == ("--device=local-sync" in script)
+    # the script compiles the answer, and its run line runs it with the workers unpinned
+    from iree_dispatch_profiler.iree.tools import IreeTools
+    from iree_dispatch_profiler.tuning.model import final
+
+    # (iree-run-module refuses a flag it does not know, where iree-benchmark-module ignores it)
+    tools = IreeTools.locate()
+    commands = [shlex.split(line.lstrip("# ")) for line in script.splitlines()
+                if "iree-compile" in line or "iree-run-module" in line]
+    built = subprocess.run([str(tools.compile), *commands[0][1:]], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    run = commands[-1][commands[-1].index("iree-run-module") + 1:]
+    ran = subprocess.run([str(tools.run_module), "--device=local-task",
+                          *(a for a in run if not a.startswith(("--device=", "--task_"))),
+                          *final.unpinned_workers()], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
     data_tiling = (tmp_path / "dw_work" / "model_data_tiling.compile.log").read_text()
     assert "--iree-opt-data-tiling" in data_tiling and source.name not in data_tiling
     again = run_script(*args)

@@ -835,7 +835,8 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
 
 def test_the_runtime_lines_say_how_to_run_it_only_where_a_way_was_faster():
     """Each way of running the call gets a line against the tuner's own; the fastest of the
-    significantly faster ones says how to run it (SCHED_BATCH: chrt; local-sync: its device),
+    significantly faster ones says how to run it (SCHED_BATCH: chrt; local-sync: its device;
+    unpinned workers: its flag),
     a slower one or a tie is said and not recommended; nothing timed: no line."""
     from pathlib import Path
 
@@ -878,6 +879,20 @@ def test_the_runtime_lines_say_how_to_run_it_only_where_a_way_was_faster():
     # with nothing shipped, the answer line carries the way to run IREE's default
     assert verdict.answer_line(sync_best, Path("m_compile.sh")) == (
         "Answer: IREE's default, run with `--device=local-sync`")
+    # a way of runtime flags (local-task's workers unpinned): said with its flags, run with them
+    unpinned = final.Runtime(final.UNPINNED_RUNTIME, "local-task",
+                             flags=("--task_topology_group_count=2",))
+    unpinned_best = dataclasses.replace(result, runtimes=[
+        (own, None), (batch, Estimate(1.2, 1.1, 1.3, 0.01, 10)),
+        (unpinned, Estimate(1.5, 1.4, 1.6, 0.01, 10))])
+    assert verdict.best_runtime(unpinned_best) == unpinned
+    assert verdict.runtime_lines(unpinned_best)[1] == (
+        "Runtime: IREE's default's whole call with --task_topology_group_count=2 is faster by "
+        "1.50x [1.40, 1.60] than as timed (local-task, the default scheduling): run it with "
+        "`--task_topology_group_count=2` (IREE pins a worker to each core by default; unpinned, "
+        "the OS moves a worker off a core where another thread woke)")
+    assert verdict.answer_line(unpinned_best, Path("m_compile.sh")) == (
+        "Answer: IREE's default, run with `--task_topology_group_count=2`")
     assert verdict.answer_line(tie, Path("m_compile.sh")) == "Answer: IREE's default"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -31,14 +32,22 @@ from iree_dispatch_profiler.tuning.spec import Entry
 
 @dataclass(frozen=True)
 class Runtime:
-    """A way to run the shipped call that no compile flag reaches: a HAL device and a CPU
-    scheduling policy (process.POLICIES)."""
+    """A way to run the shipped call that no compile flag reaches: a HAL device, a CPU
+    scheduling policy (process.POLICIES) and runtime flags."""
     name: str
     device: str
     policy: str = ""
+    flags: tuple[str, ...] = ()
 
 
 BATCH_RUNTIME = "SCHED_BATCH"
+UNPINNED_RUNTIME = "unpinned workers"
+
+
+def unpinned_workers() -> tuple[str, ...]:
+    """local-task's flag for one worker per CPU this process may run on, none pinned to a core
+    (IREE's default topology pins a worker to each physical core)."""
+    return (f"--task_topology_group_count={len(os.sched_getaffinity(0))}",)
 
 
 @dataclass
@@ -165,10 +174,18 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
 
 def runtimes(device: str) -> list[Runtime]:
     """The ways the shipped call is timed: as the tuner ran it, under SCHED_BATCH where this
-    OS has it, and on local-sync where the tuner ran local-task."""
+    OS has it, and where the tuner ran local-task, with its workers unpinned and on
+    local-sync."""
     found = [Runtime(DEFAULT, device)]
     if process.can_schedule(process.BATCH):
         found.append(Runtime(BATCH_RUNTIME, device, process.BATCH))
+    if device == LOCAL_TASK and hasattr(os, "sched_getaffinity"):
+        # Unpinned, the workers gained what SCHED_BATCH gains, with no change of scheduling
+        # policy (a runtime flag, also for iree.runtime in a process): whole call, tuned,
+        # median of 3 (Emerald Rapids, 2 cores): GPT-2 decode step 1.22-1.38 -> 0.73-0.93 ms,
+        # encoder block 1.90-2.33 -> 1.57-1.68, MobileNet block 0.80-1.08 -> 0.80-0.95; a
+        # ResNet stage lost (2.69-3.48 -> 3.00-4.81). Under SCHED_BATCH it changed nothing.
+        found.append(Runtime(UNPINNED_RUNTIME, device, flags=unpinned_workers()))
     if device == LOCAL_TASK:
         # IREE's synchronous device runs each dispatch in the calling thread: no hand-off to
         # worker threads and no wake-ups, at one thread's speed. It wins where dispatches are
@@ -190,7 +207,8 @@ def time_runtimes(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     vmfb = tuner.s.paths.answer_build if shipped else tuner.iree_default.vmfb
     ways = runtimes(tuner.device)
     benches = [tuner.timers.benchmark(vmfb, tuner.function, r.device,
-                                      tuner.inputs[tuner.function].flags, flags=tuner.run_flags,
+                                      tuner.inputs[tuner.function].flags,
+                                      flags=[*tuner.run_flags, *r.flags],
                                       timeout=tuner.s.run_timeout, whole_call=True,
                                       scheduling=r.policy) for r in ways]
     start = time.perf_counter()

@@ -54,7 +54,9 @@ WHY_FASTER = {
     final.BATCH_RUNTIME: "a waking SCHED_BATCH thread does not preempt the IREE worker that "
                          "its wait spins on",
     LOCAL_SYNC: "its dispatches are too small for a second thread to repay handing them to "
-                "IREE's workers"}
+                "IREE's workers",
+    final.UNPINNED_RUNTIME: "IREE pins a worker to each core by default; unpinned, the OS moves a "
+                            "worker off a core where another thread woke"}
 
 
 def best_runtime(result: ModelResult) -> final.Runtime | None:
@@ -67,8 +69,16 @@ def best_runtime(result: ModelResult) -> final.Runtime | None:
 
 
 def how_to_run(runtime: final.Runtime) -> str:
-    return (shlex.join(BATCH_RUN) if runtime.policy == process.BATCH
-            else f"--device={runtime.device}")
+    if runtime.policy == process.BATCH:
+        return shlex.join(BATCH_RUN)
+    return shlex.join(runtime.flags) if runtime.flags else f"--device={runtime.device}"
+
+
+def how_timed(runtime: final.Runtime) -> str:
+    """`under SCHED_BATCH`, `with --task_topology_group_count=2`, `on local-sync`."""
+    if runtime.policy == process.BATCH:
+        return "under SCHED_BATCH"
+    return f"with {how_to_run(runtime)}" if runtime.flags else f"on {runtime.device}"
 
 
 def runtime_lines(result: ModelResult) -> list[str]:
@@ -84,7 +94,7 @@ def runtime_lines(result: ModelResult) -> list[str]:
     for way, found in result.runtimes[1:]:
         if found is None or not found.n:
             continue
-        how = "under SCHED_BATCH" if way.policy == process.BATCH else f"on {way.device}"
+        how = how_timed(way)
         if not stats.significant(found, stats.MIN_EFFECT):
             lines.append(f"Runtime: {what} whole call {how}: no significant difference from "
                          f"the call {timed} ({found.median:.2f}x {found.interval('.2f')})")
@@ -135,6 +145,7 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
                 "iree-run-module", f"--module={vmfb}",
                 f"--device={best.device if best is not None else tuner.device}",
                 f"--function={tuner.function}", *tuner.run_flags,
+                *(best.flags if best is not None else ()),
                 *(f"--input={i}" for i in tuner.inputs[tuner.function].flags)]
     cpu = target.resolved_cpu()
     text = "\n".join([
