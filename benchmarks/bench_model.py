@@ -82,6 +82,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                        "192), LayerNorm, GELU MLP 192->768->192",
     "embedding_tower": "recommender tower: 32 x 8 token ids into a 10000 x 64 embedding table, "
                        "mean pool, MLP 64->256->1",
+    "audio_encoder": "speech feature encoder: 1 s of 16 kHz audio, strided Conv1d 1->256 (k 10), "
+                     "GroupNorm, then 256->256 (k 3, 3, 2), GELU",
 }
 SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain",

@@ -303,6 +303,29 @@ def test_iree_applies_a_spec_to_packed_matmuls_only_under_early_materialization(
         assert bool(ranking.configurable(op, roots, extra)) == kept, name
 
 
+@pytest.mark.parametrize("cpu, triple", [("host", None), ("haswell", None),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_an_inner_tiled_matmuls_work_is_counted_from_its_tiles(tools, tmp_path, cpu, triple):
+    """Under inner_tiled, the MLP's matmuls reach their dispatches as iree_codegen.inner_tiled,
+    no tunable op: their FLOPs (for GFLOP/s and the compute floor) are their outer loops times
+    one inner tile's M0 N0 K0, padding included, on every SIMD family's tiles (cross-compiled):
+    2 M N K of each Linear (64 rows: 64 x 256 -> 512 -> 256), and at most the rows padded to
+    a whole tile above it."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import tunable
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.tuning import flags
+    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
+    inner_tiled = next(f for f in flags.CURATED if f.name == "inner_tiled")
+    roots = dumped_roots(tools, target, MLP, tmp_path / "inner", inner_tiled.args)
+    tiled = sorted((r for r in roots.values() if r.name == tunable.INNER_TILED),
+                   key=lambda r: int(re.search(r"_dispatch_(\d+)", r.dispatch)[1]))
+    assert len(tiled) == 2 and all(r.op is None for r in tiled), roots
+    for root, (n, k) in zip(tiled, [(512, 256), (256, 512)]):
+        exact = 2 * 64 * n * k
+        assert exact <= root.flops < exact * 64 // 32, (root.dispatch, root.flops)
+
+
 def test_packed_matmuls_are_tuned_inside_the_model_under_early_data_tiling(tmp_path):
     from iree_dispatch_profiler.tuning import flags
     output = tmp_path / "mlp.csv"

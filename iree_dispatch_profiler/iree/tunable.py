@@ -280,6 +280,33 @@ class DispatchRoot:
     operand_types: tuple[str, ...]  # as printed: what a spec matcher compares
     op: TunableOp | None  # None: not a contraction, convolution or attention
     lowering_config: str  # the config IREE gave it ("" if none)
+    work: int | None = None  # FLOPs of a root that is no TunableOp but whose work is known
+
+    @property
+    def flops(self) -> int | None:
+        return self.op.flops if self.op is not None else self.work
+
+
+INNER_TILED = "iree_codegen.inner_tiled"  # data tiling's packed matmul under inner_tiled
+
+
+def _inner_tiled_flops(op) -> int | None:
+    """An inner_tiled matmul's FLOPs (padding included): its outer loops (read from the
+    operands' leading dims by its maps) times one inner tile's products, M0 N0 K0: the square
+    root of its A (M0 x K0), B (N0 x K0) and C (M0 x N0) tiles' sizes multiplied, whatever
+    unit dims the layout adds. None where a bound is not static or the tiles are no matmul's."""
+    from iree.compiler import ir
+
+    outer = _loop_bounds(op)
+    if not outer:
+        return None
+    maps = [ir.AffineMapAttr(m).value
+            for m in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
+    tiles = [math.prod(_shape(v).shape[len(m.results):]) for v, m in zip(op.operands, maps)]
+    inner = round(math.prod(tiles) ** 0.5)
+    if len(tiles) != 3 or inner * inner != math.prod(tiles):
+        return None
+    return 2 * math.prod(outer) * inner
 
 
 def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
@@ -315,10 +342,10 @@ def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
                     config = str(info.lowering_config)
                 elif "lowering_config" in attributes:
                     config = str(attributes["lowering_config"])
-                roots[dispatch] = DispatchRoot(dispatch, op.operation.name,
-                                               tuple(str(v.type) for v in op.operands),
-                                               describe(op, -1, function, kind) if kind else None,
-                                               config)
+                roots[dispatch] = DispatchRoot(
+                    dispatch, op.operation.name, tuple(str(v.type) for v in op.operands),
+                    describe(op, -1, function, kind) if kind else None, config,
+                    _inner_tiled_flops(op) if op.operation.name == INNER_TILED else None)
     return roots
 
 

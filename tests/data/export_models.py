@@ -262,6 +262,18 @@ class EmbeddingTower(torch.nn.Module):
         return f.linear(torch.relu(f.linear(pooled, w1, b1)), w2, b2)
 
 
+class AudioEncoder(torch.nn.Module):
+    """A speech model's feature encoder (wav2vec 2.0's): strided 1-D convolutions over raw
+    audio, the first with a GroupNorm of a group per channel, each with GELU."""
+
+    def forward(self, x, w0, nw, nb, w1, w2, w3):
+        f = torch.nn.functional
+        x = f.gelu(f.group_norm(f.conv1d(x, w0, stride=5), w0.shape[0], nw, nb))
+        x = f.gelu(f.conv1d(x, w1, stride=2))
+        x = f.gelu(f.conv1d(x, w2, stride=2))
+        return f.gelu(f.conv1d(x, w3, stride=2))
+
+
 class IndexedInputs(torch.nn.Module):
     """Integer arguments that index tensors the ways exported models do: token ids and
     position ids into embedding tables, index_select on a weight, and gather along a
@@ -462,6 +474,11 @@ MODELS = {
                                               (192,), (768, 192), (768,), (192, 768), (192,)],
                              BENCHMARKS, "vision transformer stem: 224x224 RGB in 16x16 patches "
                              "(196 tokens of 192), LayerNorm, GELU MLP 192->768->192", inputs=1),
+    "audio_encoder": Model(AudioEncoder, [(1, 1, 16000), (256, 1, 10), (256,), (256,),
+                                          (256, 256, 3), (256, 256, 3), (256, 256, 2)],
+                           BENCHMARKS, "speech feature encoder: 1 s of 16 kHz audio, strided "
+                           "Conv1d 1->256 (k 10), GroupNorm, then 256->256 (k 3, 3, 2), GELU",
+                           inputs=1),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
                                               (1,)], BENCHMARKS, "recommender tower: 32 x 8 token "
                              "ids into a 10000 x 64 embedding table, mean pool, MLP 64->256->1",

@@ -242,7 +242,7 @@ def work(roots: dict, rows: list[dict]) -> dict[str, float]:
     found = {}
     for dispatch, (calls, _) in (rows[-1].items() if rows else ()):
         root = roots.get(dispatch)
-        flops = root.op.flops if root is not None and root.op is not None else None
+        flops = root.flops if root is not None else None
         if flops:
             found[dispatch] = calls * flops
     return found
