@@ -179,14 +179,13 @@ def runtimes(device: str) -> list[Runtime]:
     found = [Runtime(DEFAULT, device)]
     if process.can_schedule(process.BATCH):
         found.append(Runtime(BATCH_RUNTIME, device, process.BATCH))
-    if device == LOCAL_TASK and hasattr(os, "sched_getaffinity"):
+    if device == LOCAL_TASK:
         # Unpinned, the workers gained what SCHED_BATCH gains, with no change of scheduling
-        # policy (a runtime flag, also for iree.runtime in a process): whole call, tuned,
-        # median of 3 (Emerald Rapids, 2 cores): GPT-2 decode step 1.22-1.38 -> 0.73-0.93 ms,
+        # policy (a runtime flag, also for iree.runtime in a process): whole call, tuned, 3
+        # rounds (Emerald Rapids, 2 cores): GPT-2 decode step 1.22-1.38 -> 0.73-0.93 ms,
         # encoder block 1.90-2.33 -> 1.57-1.68, MobileNet block 0.80-1.08 -> 0.80-0.95; a
         # ResNet stage lost (2.69-3.48 -> 3.00-4.81). Under SCHED_BATCH it changed nothing.
         found.append(Runtime(UNPINNED_RUNTIME, device, flags=unpinned_workers()))
-    if device == LOCAL_TASK:
         # IREE's synchronous device runs each dispatch in the calling thread: no hand-off to
         # worker threads and no wake-ups, at one thread's speed. It wins where dispatches are
         # too small for a second core to repay the hand-off: a one-layer text classifier (14
