@@ -1210,24 +1210,64 @@ def test_conv1d_taps_takes_static_float_channels_first_1d_convs_only():
 
 
 @pytest.mark.iree
-def test_the_rewritten_conv1d_computes_numpys_numbers(tools, tmp_path):
-    """Strided, dilated, batch 2, into a random accumulator: IREE runs the rewritten conv to
-    numpy's; with a product subtracted instead of added, it does not."""
+@pytest.mark.parametrize("batch", [2, 1])
+def test_the_rewritten_conv1d_computes_numpys_numbers(tools, tmp_path, batch):
+    """Strided, dilated, batch 2 (a generic over the batch) and 1 (a named matmul), into a
+    random accumulator: IREE runs the rewritten conv to numpy's; with a tap's slice starting
+    one position late, it does not."""
     from iree_dispatch_profiler.iree import rewrites
 
     rng = np.random.default_rng(0)
     x, k, init = (rng.standard_normal(s).astype(np.float32)
-                  for s in ((2, 6, 20), (5, 6, 3), (2, 5, 8)))
+                  for s in ((batch, 6, 20), (5, 6, 3), (batch, 5, 8)))
     stride, dilation = CONV1D[3:]
     wanted = init.astype(np.float64) + sum(
         np.einsum("ncw,fc->nfw", x[:, :, t * dilation::stride][:, :, :8].astype(np.float64),
                   k[:, :, t]) for t in range(3))
-    text, count = rewrites.conv1d_taps(conv1d(*CONV1D))
-    assert count == 1
-    results = agreements(tools, tmp_path, (x, k, init), {
-        "rewritten": text, "wrong": text.replace("arith.addf", "arith.subf", 1)}, wanted)
+    types = [t.replace("tensor<2x", f"tensor<{batch}x") for t in CONV1D[:3]]
+    text, count = rewrites.conv1d_taps(conv1d(*types, *CONV1D[3:]))
+    assert count == 1 and ("linalg.matmul" in text) == (batch == 1)
+    wrong = re.sub(r"tensor\.extract_slice (%\w+)\[0, 0, 0, 0, 2\]",
+                   r"tensor.extract_slice \1[0, 0, 0, 0, 3]", text, count=1)
+    assert wrong != text
+    results = agreements(tools, tmp_path, (x, k, init), {"rewritten": text, "wrong": wrong},
+                         wanted)
     assert results["rewritten"].ok, results["rewritten"].detail
     assert not results["wrong"].ok
+
+
+def audio_front_end() -> str:
+    """Two Conv1d of a speech model's front end, batch 1: 1 channel of raw samples by 10 taps
+    (a reduction of 10), then 8 channels by 3 taps (24)."""
+    x, k1, o1, k2, o2 = ("tensor<1x1x400xf32>", "tensor<8x1x10xf32>", "tensor<1x8x79xf32>",
+                         "tensor<8x8x3xf32>", "tensor<1x8x39xf32>")
+    conv = ("linalg.conv_1d_ncw_fcw {{dilations = dense<1> : vector<1xi64>, strides = "
+            "dense<{}> : vector<1xi64>}}")
+    return (f"func.func @main(%x: {x}, %k1: {k1}, %o1: {o1}, %k2: {k2}, %o2: {o2}) -> {o2} {{\n"
+            f"  %a = {conv.format(5)} ins(%x, %k1 : {x}, {k1}) outs(%o1 : {o1}) -> {o1}\n"
+            f"  %b = {conv.format(2)} ins(%a, %k2 : {o1}, {k2}) outs(%o2 : {o2}) -> {o2}\n"
+            f"  return %b : {o2}\n}}\n")
+
+
+@pytest.mark.iree
+def test_conv1d_taps_keeps_a_shallow_reduction_out_of_data_tiling(tools, tmp_path):
+    """Under data tiling (early, as the tuner's flag set), IREE packs both convs' operands as
+    the model comes; rewritten, the second conv's (a reduction of 24) and not the first's (of
+    10): the hint on the deep one only. Without the hint, both are packed."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, count = rewrites.conv1d_taps(audio_front_end())
+    assert count == 2 and text.count(rewrites.DATA_TILING_HINT) == 1
+    unhinted = text.replace(f"{{{rewrites.DATA_TILING_HINT}}}", "")
+    assert rewrites.DATA_TILING_HINT not in unhinted
+    packed = {}
+    for name, module_text in (("rewritten", text), ("unhinted", unhinted)):
+        flow = build(tools, module_text, tmp_path / name,
+                     flags=(*curated("data_tiling_early").args, "--compile-to=flow"))
+        packed[name] = set(re.findall(r"linalg\.pack .*: (tensor<[0-9x]+xf32>)", flow.read_text()))
+    # the taps' slices joined: the deep conv's 24 x 39, the shallow one's 10 x 79
+    assert "tensor<24x39xf32>" in packed["rewritten"] & packed["unhinted"], packed
+    assert "tensor<10x79xf32>" in packed["unhinted"] - packed["rewritten"], packed
 
 
 def batch_matmul(layout: str, batches: int, m: int, k: int, n: int, t: str, dtype: str) -> list[str]:

@@ -68,7 +68,10 @@ im2col flag takes 2-D convolutions only): conv1d_taps writes it as grouped_im2co
 grouped conv of one group, its taps' strided slices joined and one contraction. A wav2vec-style
 front end (Conv1d 1->64 k10 s5, Conv1d 64->64 k3 s2, a depthwise Conv1d, LayerNorm, Linear) on
 16000 samples: 5.35x [4.55, 6.26] against IREE's default rewritten, and its tuned dispatches
-took 0.764 ms where IREE's default took 6.345 ms (Zen 4).
+took 0.764 ms where IREE's default took 6.345 ms (Zen 4). At batch 1 the contraction is a
+named matmul, and where one reduces fewer than SHALLOW_K elements (the first conv over raw
+samples: 1 channel x 10 taps), the others get IREE's data tiling hint and that one stays out
+of data tiling.
 
 The ninth depends on the CPU: packed_matmuls writes a matmul (a Linear layer's, also on a
 batch of sequences: a batch matmul of one B, its batches rows) as data tiling does, packs, a
@@ -90,7 +93,7 @@ from math import prod
 from typing import Any, Callable
 
 from iree_dispatch_profiler.core.library import NO_UKERNELS, CpuTarget, DataType
-from iree_dispatch_profiler.iree import modules
+from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.ops import cpu_tiles
 
 DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, filter CxKHxKW
@@ -884,6 +887,9 @@ CACHE_MAX_QUERIES = 16
 # keeps its own contractions (over the cache, read in place) out of it
 DATA_TILED = ("linalg.matmul", "linalg.batch_matmul")
 DATA_TILING_HINT = "iree.opt.data_tiling"
+# A contraction of a shorter reduction than one 512-bit vector of f32 is left out of data
+# tiling where conv1d_taps makes one (_mark_deep_for_data_tiling)
+SHALLOW_K = 16
 
 
 def _joined_keys(value, rank: int):
@@ -1256,11 +1262,38 @@ def _conv1d_as_taps(op) -> list:
         outs=[_reshaped(init, [n, 1, f, 1, width], grouped)], **window)
     generic = _grouped_as_im2col(conv.owner)
     conv.owner.erase()
-    return [_reshaped(generic.results[0], [n, f, width], grouped)]
+    if n > 1:
+        return [_reshaped(generic.results[0], [n, f, width], grouped)]
+    # batch 1: the contraction as a named matmul, filters x (taps channels) by (taps channels)
+    # x positions, on which IREE keeps the data tiling hint (the generic's unit dims are folded
+    # into a new op, which drops it)
+    matrix, joined, _ = generic.operands
+    depth = c * taps
+    product = linalg.matmul(_reshaped(matrix, [f, depth], [[0, 1], [2]]),
+                            _reshaped(joined, [depth, width], [[0, 1, 2], [3, 4]]),
+                            outs=[_reshaped(init, [f, width], [[0, 1], [2]])])
+    generic.erase()
+    return [_reshaped(product, [n, f, width], [[0, 1], [2]])]
+
+
+def _mark_deep_for_data_tiling(module) -> None:
+    """Where a named contraction of `module` reduces fewer than SHALLOW_K elements (an audio
+    front end's first conv: 1 channel x 10 taps), IREE's data tiling hint on the others only:
+    packing that one costs more than its products (its output unpacked, 3.3 MB: 0.58 ms,
+    where all its packed products took 0.13, a speech feature encoder's on Emerald Rapids)."""
+    from iree.compiler import ir
+
+    named = [op for op in modules.walk(module.operation) if op.operation.name in DATA_TILED]
+    depth = {op: tunable.describe(op, 0, "", tunable.CONTRACTION).size("k") for op in named}
+    if all(k >= SHALLOW_K for k in depth.values()):
+        return  # IREE's own hints take them all
+    for op, k in depth.items():
+        if k >= SHALLOW_K:
+            op.operation.attributes[DATA_TILING_HINT] = ir.UnitAttr.get()
 
 
 def conv1d_taps(text: str) -> tuple[str, int]:
-    return _rewrite(text, _conv1d_takes, _conv1d_as_taps)
+    return _rewrite(text, _conv1d_takes, _conv1d_as_taps, after=_mark_deep_for_data_tiling)
 
 
 def global_pool(text: str) -> tuple[str, int]:
@@ -1455,7 +1488,8 @@ REWRITES = (
             under=("data_tiling_early",)),
     Rewrite("conv1d_taps", "1-D convolutions (PyTorch's Conv1d) as their taps' slices joined "
             "and one contraction, as grouped_im2col writes a grouped conv: IREE runs the 1-D op "
-            "as is, and its im2col flag leaves it alone", conv1d_taps),
+            "as is, and its im2col flag leaves it alone; a conv over raw samples (a reduction "
+            "shorter than a vector) is kept out of data tiling", conv1d_taps),
     # before packed_matmuls: joined, the patches' matmul is packed too
     Rewrite("patch_matmuls", "patch convolutions (stride = kernel: a vision transformer's "
             "patch embedding) as a matmul of the patches by the filter's rows, a Linear layer's "
