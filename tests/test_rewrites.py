@@ -1355,8 +1355,8 @@ def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
     batch, or of one B broadcast to every batch, its batches then rows of A) is packed into
     the CPU's register tile (AVX-512 12x32, AVX2 6x16, NEON 12x8): A, B and the accumulator
     packed, a linalg.mmt4d, the result unpacked. A batch matmul of a B per batch, one of too
-    few rows for the tile (a decode step's), f16 ones, and any on a CPU without such a tile
-    are left alone."""
+    few rows for the tile (a decode step's), one of a reduction under SHALLOW_K, f16 ones, and
+    any on a CPU without such a tile are left alone."""
     from iree_dispatch_profiler.core.library import CpuTarget
     from iree_dispatch_profiler.iree import rewrites
 
@@ -1392,6 +1392,10 @@ def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
     short = linears(8, 96, 256, PARAMETER)  # 8 rows, 16 in two batches: under 4 tiles of 6
     assert rewrites.packed_matmuls(short, AVX512) == (short, 0)
     assert rewrites.packed_matmuls(short, AVX2) == (short, 0)
+    # a reduction shorter than a vector (a conv over raw samples, conv1d_taps): left alone
+    shallow = linears(64, 10, 256, PARAMETER, ("kxn",))
+    assert rewrites.packed_matmuls(shallow, AVX512) == (shallow, 0)
+    assert rewrites.packed_matmuls(linears(64, 16, 256, PARAMETER, ("kxn",)), AVX512)[1] == 1
     half = linears(64, 96, 256, PARAMETER, dtype="f16")
     assert rewrites.packed_matmuls(half, AVX512) == (half, 0)
     sse = CpuTarget("x86-64", "+sse2,+sse4.2", "", "x86_64", 16, 1 << 20)

@@ -887,8 +887,8 @@ CACHE_MAX_QUERIES = 16
 # keeps its own contractions (over the cache, read in place) out of it
 DATA_TILED = ("linalg.matmul", "linalg.batch_matmul")
 DATA_TILING_HINT = "iree.opt.data_tiling"
-# A contraction of a shorter reduction than one 512-bit vector of f32 is left out of data
-# tiling where conv1d_taps makes one (_mark_deep_for_data_tiling)
+# A contraction of a shorter reduction than one 512-bit vector of f32 is not packed: not by
+# packed_matmuls, and not by data tiling where conv1d_taps makes one (_mark_deep_for_data_tiling)
 SHALLOW_K = 16
 
 
@@ -1392,7 +1392,7 @@ def _unbatched(value):
 def _packed_takes(tile: tuple[int, int, int]):
     """A check of an op: a static f32 matmul, or batch matmul of one batch or of one B for
     every batch (its batches are then rows), in a layout of _MATMUL_MAPS, of at least
-    PACKED_MIN_ROW_TILES rows of `tile` and a whole column tile."""
+    PACKED_MIN_ROW_TILES rows of `tile`, a whole column tile and a reduction of SHALLOW_K."""
     def check(op) -> bool:
 
         if op.name not in _MATMUL_MAPS or len(op.operands) != 3:
@@ -1406,7 +1406,7 @@ def _packed_takes(tile: tuple[int, int, int]):
         a_map, b_maps = _MATMUL_MAPS[op.name]
         maps = _map_results(op)
         m, n = types[2].shape[-2:]
-        return (maps[0] == a_map and maps[1] in b_maps
+        return (maps[0] == a_map and maps[1] in b_maps and types[0].shape[-1] >= SHALLOW_K
                 and batches * m >= PACKED_MIN_ROW_TILES * tile[0] and n >= tile[1])
     return check
 
