@@ -248,8 +248,7 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
             if (work / file).is_file():
                 bench = Benchmark(tools, work / file, signature.name, device,
                                   [f"@{p}" for p in paths], flags=[*parameters, *flags],
-                                  timeout=600,
-                                  source=INVOCATION, scheduling=policy)
+                                  timeout=600, source=INVOCATION, scheduling=policy)
                 candidates.append(Candidate(label + suffix, bench.sample))
     call = torch_eager(name, inputs, weights)
     if call is not None:
@@ -369,7 +368,8 @@ def main() -> int:
     columns = [*BUILDS, TUNED + BATCHED, TUNED + UNPINNED, *([TUNED + SYNCED] if synced else []),
                TORCH, TORCH + BATCHED, *([TORCH + ONE_THREAD] if synced else [])]
     shown = {TUNED: "tuned", TUNED + BATCHED: "tuned | batch", TUNED + UNPINNED: "tuned | unpinned",
-             TUNED + SYNCED: "tuned | sync", TORCH + BATCHED: "PyTorch | batch", TORCH + ONE_THREAD: "PyTorch | 1 thread"}
+             TUNED + SYNCED: "tuned | sync", TORCH + BATCHED: "PyTorch | batch",
+             TORCH + ONE_THREAD: "PyTorch | 1 thread"}
     header = (f"{'model':<20} {'tuning':>7} "
               + " ".join(f"{shown.get(label, label):>16}" for label in columns)
               + f" {'floor':>7} {'PyTorch':>7} {f'{GOAL}x':>7}   tuned vs PyTorch")
