@@ -58,3 +58,11 @@ def default_f32_matmul(folder: Path, m: int, n: int, k: int):
     dispatch = manifest.dispatches[0]
     cache = ReferenceCache(manifest.reference_folder(dispatch.operation), dispatch.operation)
     return manifest, dispatch, manifest.paths(dispatch), cache.ensure_inputs()
+
+
+def curated(name: str):
+    """The curated flag set `name` (tuning.flags.CURATED)."""
+    from iree_dispatch_profiler.tuning.flags import CURATED
+
+    (found,) = [f for f in CURATED if f.name == name]
+    return found

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR as DATA, QUICK_TUNING as QUICK, run_script
+from helpers import DATA_DIR as DATA, QUICK_TUNING as QUICK, curated, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
@@ -314,9 +314,8 @@ def test_an_inner_tiled_matmuls_work_is_counted_from_its_tiles(tools, tmp_path, 
     from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import tunable
     from iree_dispatch_profiler.iree.target import resolve_target
-    from iree_dispatch_profiler.tuning import flags
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
-    inner_tiled = next(f for f in flags.CURATED if f.name == "inner_tiled")
+    inner_tiled = curated("inner_tiled")
     roots = dumped_roots(tools, target, MLP, tmp_path / "inner", inner_tiled.args)
     tiled = sorted((r for r in roots.values() if r.name == tunable.INNER_TILED),
                    key=lambda r: int(re.search(r"_dispatch_(\d+)", r.dispatch)[1]))
@@ -487,9 +486,8 @@ def test_reassociate_reductions_turns_a_row_sums_scalar_adds_into_vector_adds(to
     from iree_dispatch_profiler.iree.launchers import compile_command
     from iree_dispatch_profiler.iree.process import run
     from iree_dispatch_profiler.iree.target import resolve_target
-    from iree_dispatch_profiler.tuning import flags
     triple, scalar, vector, fewer = ADDS[cpu]
-    (reassociate,) = [f for f in flags.CURATED if f.name == "reassociate_reductions"]
+    reassociate = curated("reassociate_reductions")
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     source = tmp_path / "row_sum.mlir"
     source.write_text(ROW_SUM)
@@ -587,8 +585,8 @@ def test_decomposed_attention_is_matmul_dispatches_and_gives_pytorchs_logits(too
     from iree_dispatch_profiler.iree.launchers import compile_command, run_module
     from iree_dispatch_profiler.iree.process import run
     from iree_dispatch_profiler.iree.target import resolve_target
-    from iree_dispatch_profiler.tuning.flags import CURATED, DATA_TILING_EARLY, together
-    decompose = next(f for f in CURATED if f.name == "decompose_attention")
+    from iree_dispatch_profiler.tuning.flags import DATA_TILING_EARLY, together
+    decompose = curated("decompose_attention")
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     sources, vmfb = tmp_path / "sources", tmp_path / "lm.vmfb"
     flags = shlex.split(together(DATA_TILING_EARLY, decompose.flags))
@@ -688,7 +686,6 @@ def test_targets_new_under_flags_adopted_after_tuning_are_tuned_apart_from_the_f
     target tuned before keeps its number and is not tuned again. Run in-process from the
     tuner's own phases: IREE compiles, runs and times everything."""
     from iree_dispatch_profiler.cli import autotune
-    from iree_dispatch_profiler.tuning import flags as module_flags
     from iree_dispatch_profiler.tuning import model
     from iree_dispatch_profiler.tuning.model import flag_search, ranking
 
@@ -701,7 +698,7 @@ def test_targets_new_under_flags_adopted_after_tuning_are_tuned_apart_from_the_f
     default_roots = model.baseline(tuner)
     rows = ranking.rank(tuner, default_roots, None)
     assert sorted({r["target"] for r in rows}) == [0, 1]  # the two matmuls
-    early = next(f for f in module_flags.CURATED if f.name == "data_tiling_early")
+    early = curated("data_tiling_early")
     build, roots = tuner.build_surveyed("model_early", early.args)
     roots = flag_search.adopt(tuner, flag_search.FlagChoice(early, build, roots), default_roots)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import AVX2, AVX512, DATA_DIR, NEON, QUICK_TUNING as QUICK, run_script
+from helpers import AVX2, AVX512, DATA_DIR, NEON, QUICK_TUNING as QUICK, curated, run_script
 
 DEPTHWISE_MODEL = DATA_DIR / "depthwise_block.mlir"
 
@@ -384,12 +384,11 @@ def build(tools, text: str, path: Path, cpu: str = "host", triple: str = "",
     return vmfb
 
 
-def curated(name: str):
-    """The curated flag set `name` (tuning.flags.CURATED)."""
-    from iree_dispatch_profiler.tuning.flags import CURATED
-
-    (found,) = [f for f in CURATED if f.name == name]
-    return found
+def packed_types(tools, text: str, folder, flags) -> set[str]:
+    """The f32 tensor types IREE's data tiling packs in `text` compiled with `flags`, read at
+    flow (where the packs are ops of their own)."""
+    flow = build(tools, text, folder, flags=(*flags, "--compile-to=flow"))
+    return set(re.findall(r"linalg\.pack .*: (tensor<[0-9x]+xf32>)", flow.read_text()))
 
 
 def saved(tmp_path: Path, arrays, stem: str = "in") -> list[str]:
@@ -1043,10 +1042,8 @@ def test_cache_attention_keeps_the_cache_out_of_data_tiling_and_the_linear_in(to
     source = cached_attention(linear=True)
     text, count = rewrites.cache_attention(source)
     assert count == 1
-    packed = {}
-    for name, module_text in (("own", source), ("rewritten", text)):
-        flow = build(tools, module_text, tmp_path / name, flags=(*tuned.args, "--compile-to=flow"))
-        packed[name] = set(re.findall(r"linalg\.pack .*: (tensor<[0-9x]+xf32>)", flow.read_text()))
+    packed = {name: packed_types(tools, module_text, tmp_path / name, tuned.args)
+              for name, module_text in (("own", source), ("rewritten", text))}
     assert "tensor<2x16x32xf32>" in packed["own"] & packed["rewritten"]  # the weight
     assert any("x41x" in t for t in packed["own"])
     assert not any("x41x" in t or "x40x" in t for t in packed["rewritten"]), packed["rewritten"]
@@ -1260,11 +1257,9 @@ def test_conv1d_taps_keeps_a_shallow_reduction_out_of_data_tiling(tools, tmp_pat
     assert count == 2 and text.count(rewrites.DATA_TILING_HINT) == 1
     unhinted = text.replace(f"{{{rewrites.DATA_TILING_HINT}}}", "")
     assert rewrites.DATA_TILING_HINT not in unhinted
-    packed = {}
-    for name, module_text in (("rewritten", text), ("unhinted", unhinted)):
-        flow = build(tools, module_text, tmp_path / name,
-                     flags=(*curated("data_tiling_early").args, "--compile-to=flow"))
-        packed[name] = set(re.findall(r"linalg\.pack .*: (tensor<[0-9x]+xf32>)", flow.read_text()))
+    packed = {name: packed_types(tools, module_text, tmp_path / name,
+                                 curated("data_tiling_early").args)
+              for name, module_text in (("rewritten", text), ("unhinted", unhinted))}
     # the taps' slices joined: the deep conv's 24 x 39, the shallow one's 10 x 79
     assert "tensor<24x39xf32>" in packed["rewritten"] & packed["unhinted"], packed
     assert "tensor<10x79xf32>" in packed["unhinted"] - packed["rewritten"], packed

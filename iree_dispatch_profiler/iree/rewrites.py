@@ -262,11 +262,12 @@ def _depthwise_as_taps(op):
                     [identity], init, 0, combine)
 
 
-def _grouped_as_im2col(op):
-    """The taps' slices joined along the channels (tap-major: index t * C + c), and the filter
-    GxFxCxKHxKW reordered to GxFx(KH KW C) to match; out = init + their batched contraction."""
+def _im2col_operands(op) -> tuple:
+    """Of a grouped conv: the filter GxFxCxKHxKW reordered to Gx F x (KH KW C), and the taps'
+    slices joined along the channels to N x G x (KH KW C) x OH x OW (tap-major: index
+    t * C + c), the two operands of its contraction."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import linalg, tensor
 
     _, k, init = op.operands
     k_type = ir.RankedTensorType(k.type)
@@ -281,13 +282,21 @@ def _grouped_as_im2col(op):
         k, outs=[tensor.EmptyOp([groups, filters, kh_count, kw_count, channels],
                                 k_type.element_type).result],
         permutation=[0, 1, 3, 4, 2])
-    matrix = _reshaped(reordered.results[0], [groups, filters, depth], [[0], [1], [2, 3, 4]])
+    return _reshaped(reordered.results[0], [groups, filters, depth], [[0], [1], [2, 3, 4]]), joined
+
+
+def _grouped_as_im2col(op):
+    """out = init + the batched contraction of a grouped conv's _im2col_operands."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    matrix, joined = _im2col_operands(op)
     d = [ir.AffineDimExpr.get(i) for i in range(6)]  # n, g, f, oh, ow, then the depth
     # The filter first: IREE takes the first operand's dims as M and the second's as N, and
     # vectorizes N, which must be the output's contiguous positions (oh, ow), not its filters
     maps = [ir.AffineMap.get(6, 0, [d[1], d[2], d[5]]),
             ir.AffineMap.get(6, 0, [d[0], d[1], d[5], d[3], d[4]]), ir.AffineMap.get(6, 0, d[:5])]
-    return _generic([matrix, joined], maps, init, 1,
+    return _generic([matrix, joined], maps, op.operands[2], 1,
                     lambda args, total: arith.addf(total, arith.mulf(args[0], args[1])))
 
 
@@ -888,7 +897,7 @@ CACHE_MAX_QUERIES = 16
 DATA_TILED = ("linalg.matmul", "linalg.batch_matmul")
 DATA_TILING_HINT = "iree.opt.data_tiling"
 # A contraction of a shorter reduction than one 512-bit vector of f32 is not packed: not by
-# packed_matmuls, and not by data tiling where conv1d_taps makes one (_mark_deep_for_data_tiling)
+# packed_matmuls, and not by data tiling where a rewrite marks contractions (_mark_for_data_tiling)
 SHALLOW_K = 16
 
 
@@ -1078,14 +1087,21 @@ def _cache_attention(op):
     return [_rebatched(result, list(out_type.shape[:-2]))]
 
 
-def _mark_for_data_tiling(module) -> None:
+def _mark_for_data_tiling(module, shallow_out: bool = False) -> None:
     """IREE's data tiling hint on each DATA_TILED contraction of `module`: where any op
-    carries the hint, IREE's data tiling takes those only (AnnotateDataTilingHints)."""
+    carries the hint, IREE's data tiling takes those only (AnnotateDataTilingHints). With
+    `shallow_out`, only where one is _shallow, and then on the others (where none is, IREE's
+    own hints take them all, the generic contractions too)."""
     from iree.compiler import ir
 
-    for op in modules.walk(module.operation):
-        if op.operation.name in DATA_TILED:
-            op.operation.attributes[DATA_TILING_HINT] = ir.UnitAttr.get()
+    named = [op for op in modules.walk(module.operation) if op.operation.name in DATA_TILED]
+    if shallow_out:
+        deep = [op for op in named if not _shallow(op)]
+        if len(deep) == len(named):
+            return
+        named = deep
+    for op in named:
+        op.operation.attributes[DATA_TILING_HINT] = ir.UnitAttr.get()
 
 
 def cache_attention(text: str) -> tuple[str, int]:
@@ -1260,40 +1276,33 @@ def _conv1d_as_taps(op) -> list:
         _reshaped(x, [n, 1, c, 1, ir.RankedTensorType(x.type).shape[2]], grouped),
         _reshaped(k, [1, f, c, 1, taps], [[0, 1], [2], [3, 4]]),
         outs=[_reshaped(init, [n, 1, f, 1, width], grouped)], **window)
-    generic = _grouped_as_im2col(conv.owner)
-    conv.owner.erase()
     if n > 1:
+        generic = _grouped_as_im2col(conv.owner)
+        conv.owner.erase()
         return [_reshaped(generic.results[0], [n, f, width], grouped)]
     # batch 1: the contraction as a named matmul, filters x (taps channels) by (taps channels)
     # x positions, on which IREE keeps the data tiling hint (the generic's unit dims are folded
     # into a new op, which drops it)
-    matrix, joined, _ = generic.operands
+    matrix, joined = _im2col_operands(conv.owner)
+    conv.owner.erase()
     depth = c * taps
     product = linalg.matmul(_reshaped(matrix, [f, depth], [[0, 1], [2]]),
                             _reshaped(joined, [depth, width], [[0, 1, 2], [3, 4]]),
                             outs=[_reshaped(init, [f, width], [[0, 1], [2]])])
-    generic.erase()
     return [_reshaped(product, [n, f, width], [[0, 1], [2]])]
 
 
-def _mark_deep_for_data_tiling(module) -> None:
-    """Where a named contraction of `module` reduces fewer than SHALLOW_K elements (an audio
-    front end's first conv: 1 channel x 10 taps), IREE's data tiling hint on the others only:
-    packing that one costs more than its products (its output unpacked, 3.3 MB: 0.58 ms,
-    where all its packed products took 0.13, a speech feature encoder's on Emerald Rapids)."""
-    from iree.compiler import ir
-
-    named = [op for op in modules.walk(module.operation) if op.operation.name in DATA_TILED]
-    depth = {op: tunable.describe(op, 0, "", tunable.CONTRACTION).size("k") for op in named}
-    if all(k >= SHALLOW_K for k in depth.values()):
-        return  # IREE's own hints take them all
-    for op, k in depth.items():
-        if k >= SHALLOW_K:
-            op.operation.attributes[DATA_TILING_HINT] = ir.UnitAttr.get()
+def _shallow(op) -> bool:
+    """A contraction reducing fewer than SHALLOW_K elements (an audio front end's first conv:
+    1 channel x 10 taps): packing it costs more than its products (its output unpacked,
+    3.3 MB: 0.58 ms, where all its packed products took 0.13, a speech feature encoder's on
+    Emerald Rapids)."""
+    return tunable.describe(op, 0, "", tunable.CONTRACTION).size("k") < SHALLOW_K
 
 
 def conv1d_taps(text: str) -> tuple[str, int]:
-    return _rewrite(text, _conv1d_takes, _conv1d_as_taps, after=_mark_deep_for_data_tiling)
+    return _rewrite(text, _conv1d_takes, _conv1d_as_taps,
+                    after=lambda module: _mark_for_data_tiling(module, shallow_out=True))
 
 
 def global_pool(text: str) -> tuple[str, int]:
@@ -1406,7 +1415,7 @@ def _packed_takes(tile: tuple[int, int, int]):
         a_map, b_maps = _MATMUL_MAPS[op.name]
         maps = _map_results(op)
         m, n = types[2].shape[-2:]
-        return (maps[0] == a_map and maps[1] in b_maps and types[0].shape[-1] >= SHALLOW_K
+        return (maps[0] == a_map and maps[1] in b_maps and not _shallow(op)
                 and batches * m >= PACKED_MIN_ROW_TILES * tile[0] and n >= tile[1])
     return check
 
