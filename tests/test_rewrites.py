@@ -1206,6 +1206,32 @@ def test_conv1d_taps_takes_static_float_channels_first_1d_convs_only():
         assert rewrites.conv1d_taps(other) == (other, 0)
 
 
+def test_a_window_copy_with_a_norm_fused_in_is_no_tunable_op(tmp_path):
+    """A copy through a strided window's map with a per-channel scale and shift (a norm IREE
+    fused into a gather of a conv's taps, inside a dispatch): MLIR's convolution check passes
+    it, but it has no convolution's dims (this crashed the tuner on a speech encoder); it is
+    no tunable op."""
+    from iree_dispatch_profiler.iree import tunable
+
+    maps = ", ".join(f"affine_map<(d0, d1, d2) -> ({r})>"
+                     for r in ("d1, d2 * 2 + d0", "d1", "d1", "d0, d1, d2"))
+    (tmp_path / "gather.mlir").write_text(f"""
+func.func @main(%x: tensor<4x9xf32>, %s: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<3x4x4xf32> {{
+  %e = tensor.empty() : tensor<3x4x4xf32>
+  %r = linalg.generic {{indexing_maps = [{maps}], iterator_types = ["parallel", "parallel",
+      "parallel"]}} ins(%x, %s, %b : tensor<4x9xf32>, tensor<4xf32>, tensor<4xf32>)
+      outs(%e : tensor<3x4x4xf32>) {{
+  ^bb0(%in: f32, %scale: f32, %shift: f32, %out: f32):
+    %p = arith.mulf %in, %scale : f32
+    %q = arith.addf %p, %shift : f32
+    linalg.yield %q : f32
+  }} -> tensor<3x4x4xf32>
+  return %r : tensor<3x4x4xf32>
+}}
+""")
+    assert tunable.find(tmp_path / "gather.mlir") == []
+
+
 @pytest.mark.iree
 @pytest.mark.parametrize("batch", [2, 1])
 def test_the_rewritten_conv1d_computes_numpys_numbers(tools, tmp_path, batch):

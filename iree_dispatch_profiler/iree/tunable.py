@@ -258,6 +258,8 @@ def _kind(op) -> str:
     if not linalg.isa_convolution_op(op):
         return ""
     dims = linalg.infer_convolution_dimensions(op)
+    if dims is None:  # a copy through a window's map with a scale passes the check
+        return ""
     return DEPTHWISE if list(dims.depth) and not list(dims.input_channel) else CONVOLUTION
 
 
