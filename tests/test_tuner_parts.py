@@ -423,7 +423,7 @@ def test_a_target_too_small_to_change_the_whole_call_is_not_tuned():
 
 
 def test_the_budget_goes_where_the_expected_gain_is():
-    from iree_dispatch_profiler.tuning.model.budget import Task, next_task
+    from iree_dispatch_profiler.tuning.model.budget import Task, floor_ms, next_task
     from iree_dispatch_profiler.tuning.model.tuner import TuningTarget
 
     def task(ms, speedups):
@@ -454,6 +454,13 @@ def test_the_budget_goes_where_the_expected_gain_is():
     near.floor_ms = 4.6  # faster than the roofline (the ceiling measured low): done
     assert near.headroom == 0.0 and near.at_roofline and near.expected_gain() == 0.0
     assert not task(9.0, [1.0, 2.0]).at_roofline  # no roofline known: never done by it
+    # the floor: its work at the f32 ceiling, for f32 inputs only (int8 past that ceiling
+    # at a quarter of its own would be done), none without a ceiling
+    target = TuningTarget(MATMUL, ("d",), 1.0, flops=3e9)
+    assert floor_ms(target, {"gflops": 300.0}) == pytest.approx(10.0)
+    int8 = dataclasses.replace(MATMUL, input_element="i8", accumulator_element="i32")
+    assert floor_ms(dataclasses.replace(target, op=int8), {"gflops": 300.0}) == 0.0
+    assert floor_ms(target, None) == 0.0
 
 
 @pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
@@ -826,6 +833,31 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
                          f"included), at 300 GFLOP/s (the fastest rate seen): {floor['ms']:.3f} ms, "
                          f"the floor of its call; the call at {floor['ms'] / 5.0:.0%} of it")
     assert verdict.time_goes_lines(dispatches, dataclasses.replace(result, times={}), None) == []
+    # a bf16 contraction (and an inner_tiled root of bf16 operands, no TunableOp): its rate
+    # is shown, but neither a share of the f32 ceiling nor a part of the floor
+    bf16 = dataclasses.replace(MATMUL, input_element="bf16")
+    roots |= {"d_bf": DispatchRoot("d_bf", "linalg.matmul", (), bf16, ""),
+              "d_it": DispatchRoot("d_it", "iree_codegen.inner_tiled",
+                                   ("tensor<4x8x16x2xbf16>", "tensor<8x8x16x2xbf16>"), None, "",
+                                   work=1000)}
+    assert roots["d_it"].input_element == "bf16" and roots["d_mm"].input_element == "f32"
+    calls = {"d_mm": (2, 1.0), "d_att": (1, 2.0), "d_pack": (1, 0.5), "d_bf": (1, 1.0),
+             "d_it": (1, 0.1)}
+    assert final.uncalibrated(roots, [calls]) == {"d_bf": "bf16", "d_it": "bf16"}
+    mixed = dataclasses.replace(result, tuned_ms={**result.tuned_ms, "d_bf": 1.0, "d_it": 0.1},
+                                work=final.work(roots, [calls]),
+                                uncalibrated=final.uncalibrated(roots, [calls]))
+    rows += [{"dispatch": "d_bf", "root": "linalg.matmul", "shape": "", "target": "",
+              "share": 0.1}]
+    with_bf16 = verdict.dispatch_rows(rows, mixed, set(), {}, 100.0)
+    assert with_bf16[-1]["gflops"] == pytest.approx(MATMUL.flops / 1e6)
+    assert with_bf16[-1]["of_ceiling"] is None and with_bf16[0]["of_ceiling"] is not None
+    assert verdict.compute_floor(with_bf16, [{"gflops": 300.0}]) == floor
+    lines = verdict.time_goes_lines(with_bf16, mixed, {"gflops": 100.0}, floor)
+    assert "GFLOP/s, bf16 inputs: no ceiling measured for them" in next(
+        line for line in lines if line.split()[0] == "d_bf")
+    assert lines[-1].startswith("  its f32 contractions' work") and lines[-1].endswith(
+        "of it (its bf16 contractions not counted)")
     # a whole call timed below its dispatches' sum (other processes): no negative remainder
     quick = dataclasses.replace(result, times={"tuned": (Estimate(3.5, 3.4, 3.6, 0.01, 10), 3.0)})
     assert verdict.time_goes_lines(dispatches, quick, None)[-1] == (

@@ -288,6 +288,16 @@ class DispatchRoot:
     def flops(self) -> int | None:
         return self.op.flops if self.op is not None else self.work
 
+    @property
+    def input_element(self) -> str:
+        """The element type of its first input (`bf16`), "" where none is known."""
+        if self.op is not None:
+            return self.op.input_element
+        if not self.operand_types:
+            return ""
+        inner = self.operand_types[0].partition("<")[2].split(",")[0].rstrip(">")
+        return inner.split("x")[-1]
+
 
 INNER_TILED = "iree_codegen.inner_tiled"  # data tiling's packed matmul under inner_tiled
 

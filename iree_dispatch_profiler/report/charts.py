@@ -62,7 +62,8 @@ def roofline(names: Sequence[str], intensity: Sequence[float], gflops: Sequence[
         ridge = peak["gflops"] / peak["gbps"]
         xs = [low, *([ridge] if low < ridge < high else []), high]
         chart.line(xs, [min(peak["gflops"], x * peak["gbps"]) for x in xs], line_color=FAILED,
-                   line_width=2, legend_label=f"this session's ceilings {peak['gflops']:.0f} GFLOP/s, "
+                   line_width=2, legend_label=f"this session's ceilings {peak['gflops']:.0f} GFLOP/s "
+                                             f"({peak['element']} inputs), "
                                              f"{peak['gbps']:.0f} GB/s")
         chart.legend.location = "bottom_right"
     chart.add_tools(HoverTool(tooltips=[("", "@name"), ("FLOP/byte", "@x{0.00}"),

@@ -63,7 +63,8 @@ def roofline_plot(results: list[PerformanceResult], peak: dict | None, path: Pat
         ridge = peak["gflops"] / peak["gbps"]
         xs = sorted({low, high, min(max(ridge, low), high)})
         axis.plot(xs, [min(peak["gflops"], x * peak["gbps"]) for x in xs], color="black",
-                  label=f"this session's ceilings: {peak['gflops']:.0f} GFLOP/s, "
+                  label=f"this session's ceilings: {peak['gflops']:.0f} GFLOP/s "
+                        f"({peak['element']} inputs), "
                         f"{peak['gbps']:.1f} GB/s read (calibration)")
     else:
         axis.set_title("no ceilings: the session was not calibrated (--calibration off)",

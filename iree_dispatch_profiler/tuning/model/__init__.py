@@ -212,9 +212,8 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
             report(tuner, reused)
             results.append(reused)
         else:
-            floor = target.flops / (peak["gflops"] * 1e6) if peak else 0.0
             tasks.append(budget.Task(target, space, seeded(tuner, target.op, space),
-                                     floor_ms=floor))
+                                     floor_ms=budget.floor_ms(target, peak)))
     began = time.perf_counter()
     budget.schedule(tuner, tasks, earlier, writer, deadline)
     searched, trials = time.perf_counter() - began, sum(len(t.rows) for t in tasks) or 1

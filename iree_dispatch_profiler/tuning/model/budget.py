@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.measure.calibration import CEILING_ELEMENT
 from iree_dispatch_profiler.tuning.engine import search
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import OK, TrialWriter
@@ -25,6 +26,15 @@ from iree_dispatch_profiler.tuning.space import Space
 WARM_UP = 3  # the first trials of every target: --n-trial divided by this (at least one batch)
 EXPLORATION = 0.05  # the relative gain a target is credited with when its last batch found none
 CAP = 3
+
+
+def floor_ms(target: TuningTarget, peak: dict | None) -> float:
+    """Its work a model call at the session's compute ceiling (`peak`); 0 (unknown) without
+    one, or for inputs the ceiling is not of (an int8 matmul past the f32 ceiling would be
+    called done at a quarter of what avx512_vnni runs)."""
+    if peak is None or target.op.input_element != CEILING_ELEMENT:
+        return 0.0
+    return target.flops / (peak["gflops"] * 1e6)
 
 
 @dataclass

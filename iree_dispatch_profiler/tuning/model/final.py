@@ -19,6 +19,7 @@ from iree_dispatch_profiler.core.library import LOCAL_SYNC, LOCAL_TASK, UserErro
 from iree_dispatch_profiler.iree import process
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.timing import Benchmark
+from iree_dispatch_profiler.measure.calibration import CEILING_ELEMENT
 from iree_dispatch_profiler.measure.protocol import Candidate, Outcome, Protocol, measure
 from iree_dispatch_profiler.measure.verification import Agreement
 from iree_dispatch_profiler.tuning import space as tuning_space
@@ -69,6 +70,9 @@ class ModelResult:
     # dispatch -> FLOP per model call of the answer's dispatch (its root op's, times its calls),
     # where the root op's work is known
     work: dict[str, float] = dataclasses.field(default_factory=dict)
+    # dispatch -> the input element of a root op whose work is known but whose kind of
+    # contraction the session's compute ceiling is not of (calibration.CEILING_ELEMENT: bf16)
+    uncalibrated: dict[str, str] = dataclasses.field(default_factory=dict)
     source: str = ""  # the source rewrite the answer compiles ("": the model's own)
     source_flags: list[str] = dataclasses.field(default_factory=list)  # the flags it needs
     # the ways the shipped build's whole call was timed (runtimes()), each with its speedup
@@ -168,6 +172,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        tiling.speedup if tiling else None, against("data_tiling"),
                        against("flags"), per_target, medians(before), medians(after),
                        model_times(outcome, benches), work(answer_roots, after),
+                       uncalibrated(answer_roots, after),
                        f"{tuner.rewrite} ({tuner.s.paths.rewritten_source.name})"
                        if tuner.rewrite else "", list(tuner.source_flags))
 
@@ -244,6 +249,16 @@ def work(roots: dict, rows: list[dict]) -> dict[str, float]:
         flops = root.flops if root is not None else None
         if flops:
             found[dispatch] = calls * flops
+    return found
+
+
+def uncalibrated(roots: dict, rows: list[dict]) -> dict[str, str]:
+    """dispatch -> its root op's input element, where the compute ceiling is of another."""
+    found = {}
+    for dispatch in (rows[-1] if rows else ()):
+        root = roots.get(dispatch)
+        if root is not None and root.flops and root.input_element != CEILING_ELEMENT:
+            found[dispatch] = root.input_element or "unknown"
     return found
 
 

@@ -14,6 +14,7 @@ from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import LOCAL_SYNC
 from iree_dispatch_profiler.iree import process
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
+from iree_dispatch_profiler.measure.calibration import CEILING_ELEMENT
 from iree_dispatch_profiler.tuning.plots import model_plot
 from iree_dispatch_profiler.tuning.engine import DEFAULT
 from iree_dispatch_profiler.tuning.model import final
@@ -217,6 +218,7 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
         after = result.tuned_ms.get(row["dispatch"], math.nan)
         flops = result.work.get(row["dispatch"])
         gflops = flops / (after * 1e6) if flops and after > 0 else None
+        element = result.uncalibrated.get(row["dispatch"], "")
         dispatches.append({
             "dispatch": row["dispatch"], "root": f"{row['root']} {row['shape']}",
             "share": float(row["share"]), "before_ms": before, "after_ms": after,
@@ -227,7 +229,8 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
             "speedup_text": f"{speedup.median:.2f}x {speedup.interval('.2f')}" if speedup else "-",
             "trials": trials.get(number, 0) if number is not None else 0,
             "in_spec": "yes" if number in tuned_targets else "no",
-            "gflops": gflops, "of_ceiling": gflops / ceiling if gflops and ceiling else None})
+            "gflops": gflops, "uncalibrated": element,
+            "of_ceiling": gflops / ceiling if gflops and ceiling and not element else None})
     return dispatches
 
 
@@ -256,6 +259,8 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
             rate = f"{d['gflops']:6.1f} GFLOP/s"
             if d["of_ceiling"]:
                 rate += f", {d['of_ceiling']:4.0%} of the ceiling"
+            elif d["uncalibrated"] and ceiling:
+                rate += f", {d['uncalibrated']} inputs: no ceiling measured for them"
         else:
             rate = f"no FLOP count ({d['root'].split()[0] if d['root'].strip() else 'no root op'})"
         lines.append(f"  {d['dispatch']:<{width}} {d['after_ms']:8.4f} ms {d['after_ms'] / call:6.1%}"
@@ -272,10 +277,13 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
         lines.append(f"  the call beyond its dispatches {beyond:.4f} ms {beyond / call:.1%} (whole "
                      f"call {call:.3f} ms, dispatches {summed:.3f} ms: the runtime's own work)")
     if floor:
-        lines.append(f"  its contractions' work, {floor['gflop']:.3g} GFLOP a call (padding "
-                     f"included), at {floor['ceiling_gflops']:.0f} GFLOP/s (the fastest rate "
-                     f"seen): {floor['ms']:.3f} ms, the floor of its call; the call at "
-                     f"{floor['ms'] / call:.0%} of it")
+        left = sorted({d["uncalibrated"] for d in dispatches if d["uncalibrated"]})
+        lines.append(f"  its {CEILING_ELEMENT + ' ' if left else ''}contractions' work, "
+                     f"{floor['gflop']:.3g} GFLOP a call (padding included), at "
+                     f"{floor['ceiling_gflops']:.0f} GFLOP/s (the fastest rate seen): "
+                     f"{floor['ms']:.3f} ms, the floor of its call; the call at "
+                     f"{floor['ms'] / call:.0%} of it"
+                     + (f" (its {', '.join(left)} contractions not counted)" if left else ""))
     return lines
 
 
@@ -285,12 +293,14 @@ def compute_floor(dispatches: list[dict], peaks: list[dict | None]) -> dict | No
     tiles less could beat it by that padding, 3% on BERT's 128 rows). Beside another
     implementation's time it says how far any tuning could take the model past it. The
     ceiling is the fastest rate seen, of the session's calibrations (`peaks`: a VM's phases
-    move them) and the answer's own dispatches, so that the floor is never set too high."""
-    rates = [d["gflops"] for d in dispatches if d["gflops"]]
+    move them) and the answer's own dispatches, so that the floor is never set too high;
+    contractions of other inputs than the ceiling's are left out (their rates are others)."""
+    counted = [d for d in dispatches if d["gflops"] and not d["uncalibrated"]]
+    rates = [d["gflops"] for d in counted]
     known = [p["gflops"] for p in peaks if p]
     if not rates or not known:
         return None
-    gflop = sum(d["gflops"] * d["after_ms"] / 1e3 for d in dispatches if d["gflops"])
+    gflop = sum(d["gflops"] * d["after_ms"] / 1e3 for d in counted)
     ceiling = max(*known, *rates)
     return {"gflop": gflop, "ceiling_gflops": ceiling, "ms": gflop / ceiling * 1e3}
 
