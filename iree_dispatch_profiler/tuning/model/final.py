@@ -253,13 +253,10 @@ def work(roots: dict, rows: list[dict]) -> dict[str, float]:
 
 
 def uncalibrated(roots: dict, rows: list[dict]) -> dict[str, str]:
-    """dispatch -> its root op's input element, where the compute ceiling is of another."""
-    found = {}
-    for dispatch in (rows[-1] if rows else ()):
-        root = roots.get(dispatch)
-        if root is not None and root.flops and root.input_element != CEILING_ELEMENT:
-            found[dispatch] = root.input_element or "unknown"
-    return found
+    """dispatch -> its root op's input element, of the dispatches of known `work`, where the
+    compute ceiling is of another."""
+    return {dispatch: roots[dispatch].input_element or "unknown" for dispatch in work(roots, rows)
+            if roots[dispatch].input_element != CEILING_ELEMENT}
 
 
 def model_times(outcome: dict[str, Outcome], benches: dict[str, Benchmark],
