@@ -384,10 +384,10 @@ def build(tools, text: str, path: Path, cpu: str = "host", triple: str = "",
     return vmfb
 
 
-def packed_types(tools, text: str, folder, flags) -> set[str]:
-    """The f32 tensor types IREE's data tiling packs in `text` compiled with `flags`, read at
-    flow (where the packs are ops of their own)."""
-    flow = build(tools, text, folder, flags=(*flags, "--compile-to=flow"))
+def packed_types(tools, text: str, folder, flags, cpu: str = "host", triple: str = "") -> set[str]:
+    """The f32 tensor types IREE's data tiling packs in `text` compiled for `cpu` with `flags`,
+    read at flow (where the packs are ops of their own)."""
+    flow = build(tools, text, folder, cpu, triple, flags=(*flags, "--compile-to=flow"))
     return set(re.findall(r"linalg\.pack .*: (tensor<[0-9x]+xf32>)", flow.read_text()))
 
 
@@ -1273,10 +1273,13 @@ def audio_front_end() -> str:
 
 
 @pytest.mark.iree
-def test_conv1d_taps_keeps_a_shallow_reduction_out_of_data_tiling(tools, tmp_path):
+@pytest.mark.parametrize("cpu,triple", [("host", ""), ("haswell", "x86_64-unknown-linux-gnu"),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
+def test_conv1d_taps_keeps_a_shallow_reduction_out_of_data_tiling(tools, tmp_path, cpu, triple):
     """Under data tiling (early, as the tuner's flag set), IREE packs both convs' operands as
     the model comes; rewritten, the second conv's (a reduction of 24) and not the first's (of
-    10): the hint on the deep one only. Without the hint, both are packed."""
+    10): the hint on the deep one only. Without the hint, both are packed. On every SIMD
+    family (cross-compiled: AVX2, NEON)."""
     from iree_dispatch_profiler.iree import rewrites
 
     text, count = rewrites.conv1d_taps(audio_front_end())
@@ -1284,7 +1287,7 @@ def test_conv1d_taps_keeps_a_shallow_reduction_out_of_data_tiling(tools, tmp_pat
     unhinted = text.replace(f"{{{rewrites.DATA_TILING_HINT}}}", "")
     assert rewrites.DATA_TILING_HINT not in unhinted
     packed = {name: packed_types(tools, module_text, tmp_path / name,
-                                 curated("data_tiling_early").args)
+                                 curated("data_tiling_early").args, cpu, triple)
               for name, module_text in (("rewritten", text), ("unhinted", unhinted))}
     # the taps' slices joined: the deep conv's 24 x 39, the shallow one's 10 x 79
     assert "tensor<24x39xf32>" in packed["rewritten"] & packed["unhinted"], packed
