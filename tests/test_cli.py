@@ -180,6 +180,22 @@ def test_bytes_that_are_no_mlir_are_one_line(tmp_path):
                        "neither MLIR text nor MLIR bytecode")
 
 
+def test_a_model_iree_cannot_compile_is_one_line_naming_the_op_it_failed_on(tmp_path):
+    """A model IREE fails on (here an op torch-mlir cannot lower, as PyTorch's GRU) is one
+    line: IREE's diagnostic, and the source line and op it points at; no folder is left."""
+    model = tmp_path / "gru.mlir"
+    model.write_text(
+        "func.func @main(%x: !torch.vtensor<[2,4],f32>) -> !torch.vtensor<[2,4],f32> {\n"
+        '  %0 = torch.operator "torch.aten.not_an_op"(%x) : (!torch.vtensor<[2,4],f32>) -> '
+        "!torch.vtensor<[2,4],f32>\n"
+        "  return %0 : !torch.vtensor<[2,4],f32>\n}\n")
+    result = run_script("autotune.py", "--input", model, "--model", "--output",
+                        tmp_path / "out" / "x.csv", timeout=120)
+    one_line_error(result, "failed to legalize operation 'torch.operator'")
+    assert result.stderr.rstrip().endswith("(at gru.mlir:2: torch.aten.not_an_op)"), result.stderr
+    assert not (tmp_path / "out").exists()  # nor the folders it would have written in
+
+
 def test_gpu_dispatches_are_profiled_where_only_the_runtime_is(tiny, tools, tmp_path):
     """A GPU machine often has iree-base-runtime alone: profiling what was compiled elsewhere
     needs no iree-compile there; a CPU target (its calibration compiles) still does."""

@@ -819,7 +819,8 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     a decode step's attention written out over its cache, with a Linear data-tiled; the causal
     attention in blocks, decomposed and data-tiled (4 blocks of 64 rows failed to compile so
     on this host); a 1-D conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
-    into the family's register tile, with ukernels off; a patch embedding's matmul."""
+    into the family's register tile, with ukernels off; a patch embedding's matmul; a 3-D
+    conv's taps joined."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.flags import CURATED, joined
     from iree_dispatch_profiler.tuning.model.rewrite_search import flags_of
@@ -844,6 +845,11 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
             "tensor<1x16x130xf32>", "tensor<64x16x3xf32>", "tensor<1x64x128xf32>", 1, 1))
         assert count == 1
         return text, []
+    if rewrite == "conv3d_im2col":
+        text, count = rewrites.conv3d_im2col(conv3d(1, 8, (8, 18, 18), 16, 3, (1, 1, 1),
+                                                    (1, 1, 1))[0])
+        assert count == 1
+        return text, []
     if rewrite == "global_pool":  # a sum: whole vectors add only with reductions reassociated
         text, count = rewrites.global_pool(adaptive_pool(h=16, w=16))
         assert count == 1
@@ -860,7 +866,8 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
 
 @pytest.mark.iree
 @pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool",
-                                     "packed_matmuls", "patch_matmuls", "cache_attention"])
+                                     "packed_matmuls", "patch_matmuls", "cache_attention",
+                                     "conv3d_im2col"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
@@ -1181,6 +1188,100 @@ def test_a_classifiers_adaptive_pool_is_rewritten_and_computes_the_models_number
     assert check.ok, check.detail
 
 
+@pytest.mark.iree
+def test_the_global_pools_of_1d_and_3d_conv_nets_are_rewritten_to_numpys_means(tools, tmp_path):
+    """PyTorch's adaptive_avg_pool1d and adaptive_avg_pool3d to 1 (tests/data/
+    adaptive_pools_torch.mlir), which torch-mlir lowers to the 2-D pool's gather over 1 and 3
+    window loops: both are read in place, the gathers gone, and IREE runs them to numpy's
+    means; with the window read in another order they are not rewritten."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import lower, run_module
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    target = resolve_target(tools, Target(cpu="host"))
+    lowered = lower(tools, target, DATA_DIR / "adaptive_pools_torch.mlir", tmp_path, 300).read_text()
+    assert lowered.count("tensor.extract") == 2
+    text, count = rewrites.global_pool(lowered)
+    assert count == 2 and "tensor.extract" not in text
+    swapped = lowered.replace("-> (d5, d6, d7)>", "-> (d5, d7, d6)>")
+    assert swapped != lowered and rewrites.global_pool(swapped)[1] == 1
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(shape).astype(np.float32)
+              for shape in ((2, 16, 100), (1, 16, 8, 10, 12))]
+    outputs = [tmp_path / f"out{i}.npy" for i in range(2)]
+    ran = run_module(tools, build(tools, text, tmp_path / "pools"), "main", "local-task",
+                     saved(tmp_path, arrays), outputs, 300)
+    assert ran.ok, ran.reason
+    for output, array in zip(outputs, arrays):
+        wanted = array.mean(axis=tuple(range(2, array.ndim)), keepdims=True)
+        check = agreement(np.load(output), wanted)
+        assert check.ok, check.detail
+
+
+def conv3d(n: int, c: int, size: tuple[int, int, int], f: int, kernel: int,
+           strides: tuple[int, int, int], dilations: tuple[int, int, int]) -> tuple[str, tuple]:
+    """A function of PyTorch's Conv3d as torch-mlir lowers it (NCDHW, FCDHW) into the given
+    accumulator, and its three operands' shapes."""
+    out = [(s - d * (kernel - 1) - 1) // t + 1 for s, t, d in zip(size, strides, dilations)]
+    shapes = ((n, c, *size), (f, c, kernel, kernel, kernel), (n, f, *out))
+    x, k, o = (f"tensor<{'x'.join(map(str, shape))}xf32>" for shape in shapes)
+    window = ", ".join(f"{a} = dense<[{', '.join(map(str, v))}]> : vector<3xi64>"
+                       for a, v in (("dilations", dilations), ("strides", strides)))
+    return (f"func.func @main(%x: {x}, %k: {k}, %o: {o}) -> {o} {{\n"
+            f"  %r = linalg.conv_3d_ncdhw_fcdhw {{{window}}} ins(%x, %k : {x}, {k}) "
+            f"outs(%o : {o}) -> {o}\n  return %r : {o}\n}}\n"), shapes
+
+
+def test_conv3d_im2col_takes_static_float_ncdhw_convs_of_few_taps():
+    """Batch 1: one matmul of the filter's rows by the joined taps; a larger batch: one
+    batched contraction; a dynamic or integer conv, or one of more than MAX_TAPS taps, is
+    left alone."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, shapes = conv3d(1, 4, (6, 8, 8), 8, 3, (1, 1, 1), (1, 1, 1))
+    rewritten, count = rewrites.conv3d_im2col(text)
+    assert count == 1 and "conv_3d" not in rewritten and "linalg.matmul" in rewritten
+    assert "tensor<1x108x4x6x6xf32>" in rewritten  # 27 taps x 4 channels at each position
+    rewritten, count = rewrites.conv3d_im2col(conv3d(2, 4, (6, 8, 8), 8, 3, (1, 1, 1),
+                                                     (1, 1, 1))[0])
+    assert count == 1 and "linalg.matmul" not in rewritten and "linalg.generic" in rewritten
+    for left in (text.replace("tensor<1x4x6x8x8xf32>", "tensor<?x4x6x8x8xf32>"),
+                 text.replace("f32", "i32"),
+                 conv3d(1, 2, (8, 8, 8), 4, 5, (1, 1, 1), (1, 1, 1))[0]):  # 125 taps
+        assert rewrites.conv3d_im2col(left) == (left, 0)
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_rewritten_conv3d_computes_numpys_numbers(tools, tmp_path, n):
+    """Strided along the depth and dilated along the height, into a non-zero accumulator:
+    IREE runs the rewritten conv to numpy's sum over the taps; with the filter's taps read in
+    another order (its transpose turned around), it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    strides, dilations = (2, 1, 1), (1, 2, 1)
+    text, shapes = conv3d(n, 3, (7, 9, 8), 5, 3, strides, dilations)
+    rewritten, count = rewrites.conv3d_im2col(text)
+    assert count == 1
+    wrong = rewritten.replace("permutation = [0, 2, 3, 4, 1]", "permutation = [0, 4, 3, 2, 1]")
+    assert wrong != rewritten
+    rng = np.random.default_rng(0)
+    x, k, init = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
+    wanted = init.astype(np.float64)
+    out = shapes[2][2:]
+    for kd, kh, kw in np.ndindex(3, 3, 3):
+        window = x[:, :, kd * dilations[0]:, kh * dilations[1]:, kw * dilations[2]:][
+            :, :, :out[0] * strides[0]:strides[0], :out[1] * strides[1]:strides[1],
+            :out[2] * strides[2]:strides[2]]
+        wanted += np.einsum("ncdhw,fc->nfdhw", window, k[:, :, kd, kh, kw])
+    results = agreements(tools, tmp_path, (x, k, init), {"rewritten": rewritten, "wrong": wrong},
+                         wanted)
+    assert results["rewritten"].ok, results["rewritten"].detail
+    assert not results["wrong"].ok
+
+
 def conv1d(x: str, k: str, out: str, stride: int, dilation: int,
            op: str = "conv_1d_ncw_fcw") -> str:
     """A function of a 1-D convolution (PyTorch's Conv1d as torch-mlir lowers it) into the
@@ -1469,6 +1570,75 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch):
             assert all(c.ok for c in checks), [c.detail for c in checks]
         else:
             assert not any(c.ok for c in checks)
+
+
+def biased_linears(m: int, k: int, n: int, weight: str, bias: str) -> str:
+    """Two matmuls of x by a global's weight, one accumulating into a global's bias broadcast
+    over the rows (as torch lowers a convolution's bias), one into an accumulator passed in."""
+    return (f"util.global private @w = {weight} : tensor<{n}x{k}xf32>\n"
+            f"util.global private @b = {bias} : tensor<{n}xf32>\n"
+            f"func.func @main(%x: tensor<{m}x{k}xf32>, %acc: tensor<{m}x{n}xf32>) -> "
+            f"(tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>) {{\n"
+            f"  %w = util.global.load @w : tensor<{n}x{k}xf32>\n"
+            f"  %b = util.global.load @b : tensor<{n}xf32>\n"
+            f"  %we = tensor.empty() : tensor<{k}x{n}xf32>\n"
+            f"  %wt = linalg.transpose ins(%w : tensor<{n}x{k}xf32>) outs(%we : tensor<{k}x{n}xf32>) "
+            "permutation = [1, 0]\n"
+            f"  %e = tensor.empty() : tensor<{m}x{n}xf32>\n"
+            f"  %bias = linalg.broadcast ins(%b : tensor<{n}xf32>) outs(%e : tensor<{m}x{n}xf32>) "
+            "dimensions = [0]\n"
+            f"  %p = linalg.matmul ins(%x, %wt : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) "
+            f"outs(%bias : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n"
+            f"  %q = linalg.matmul ins(%x, %wt : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) "
+            f"outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n"
+            f"  return %p, %q : tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>\n}}\n")
+
+
+@pytest.mark.iree
+def test_packed_matmuls_add_an_accumulator_other_than_zeros_after_the_unpack(tools, tmp_path):
+    """A matmul into a bias broadcast or an accumulator passed in runs its mmt4d from zeros
+    and adds the accumulator after the unpack: numpy's x @ W^T + acc, and no initializer packs
+    a parameter's broadcast bias (IREE vectorized that pack whole, one 4800-lane vector for a
+    64x400 bias, and took 23 s to compile it)."""
+    from iree_dispatch_profiler.core.library import NO_UKERNELS, DataType, Target
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.measure.verification import agreement
+    from iree_dispatch_profiler.ops import cpu_tiles
+
+    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    if tile is None:
+        pytest.skip(f"{cpu.summary} has no register tile of packed_matmuls")
+    m0, n0, _ = tile
+    rng = np.random.default_rng(0)
+    m, k, n = 50, 48, 40
+    weight, bias = rng.standard_normal((n, k)), rng.standard_normal(n)
+    values = "dense<[" + ", ".join(f"{v:.8e}" for v in bias) + "]>"
+    text, count = rewrites.packed_matmuls(
+        biased_linears(m, k, n, dense(weight), values), cpu)
+    assert count == 2
+    x, acc = (rng.standard_normal(shape).astype(np.float32) for shape in ((m, k), (m, n)))
+    outputs = [tmp_path / f"out{i}.npy" for i in range(2)]
+    vmfb = build(tools, text, tmp_path / "biased", flags=(NO_UKERNELS,))
+    ran = run_module(tools, vmfb, "main", "local-task", saved(tmp_path, [x, acc]), outputs, 300)
+    assert ran.ok, ran.reason
+    product = x.astype(np.float64) @ weight.T
+    for output, init in zip(outputs, (bias[None, :], acc)):
+        check = agreement(np.load(output), (product + init).astype(np.float32))
+        assert check.ok, check.detail
+        assert not agreement(np.load(output), product.astype(np.float32)).ok
+
+    text, _ = rewrites.packed_matmuls(biased_linears(
+        64, 96, 256, PARAMETER, '#flow.parameter.named<"model"::"b">'), cpu)
+    dump = tmp_path / "sources"
+    build(tools, text, tmp_path / "parameters", flags=(
+        NO_UKERNELS, f"--iree-hal-dump-executable-sources-to={dump}"))
+    accumulator = f"-> tensor<{-(-64 // m0)}x{-(-256 // n0)}x{m0}x{n0}xf32>"
+    packed_at_load = [p.name for p in dump.glob("*initializer*.mlir")
+                      if re.search(rf"linalg\.pack .*{re.escape(accumulator)}", p.read_text())]
+    assert not packed_at_load
 
 
 @pytest.mark.iree

@@ -216,7 +216,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="autotune_") as scratch:
         if s.output is None and args.list:
             s.output = Path(scratch) / "list.csv"
-        return run_mode(args, s)
+        work = s.paths.work if s.output is not None else Path(scratch)
+        created = [p for p in (work, *work.parents) if not p.exists()]
+        try:
+            return run_mode(args, s)
+        except UserError:
+            # input refused before anything was written: leave no empty folders behind
+            for folder in created:
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+            raise
 
 
 def run_mode(args: argparse.Namespace, s: Settings) -> int:

@@ -32,17 +32,31 @@ class ProcessResult:
         if self.returncode < 0:
             return f"{what} crashed ({signal.Signals(-self.returncode).name})"
         # IREE's first diagnostic, without the `/long/path/x.mlir:3:5: error: ` prefix (the full
-        # text stays in the log).
-        for line in self.stderr.splitlines():
+        # text stays in the log), and where in the source it is: the line and its op
+        lines = self.stderr.splitlines()
+        for at, line in enumerate(lines):
             match = re.search(r"\berror: (.*)", line)
             if match:
-                return f"{what}: {match.group(1).strip().rstrip(':')[:300]}"
+                return f"{what}: {match.group(1).strip().rstrip(':')[:300]}{_where(line, lines[at + 1:])}"
             # A flag it rejects: `iree-compile: Unknown command line argument '--x'.  Try: ...`
             match = re.search(r"(Unknown command line argument '[^']*')", line)
             if match:
                 return f"{what}: {match.group(1)}"
         detail = (self.stderr.strip().splitlines() or ["no output"])[-1].strip()
         return f"{what} exited {self.returncode}: {detail[:300]}"
+
+
+def _where(error: str, after: list[str]) -> str:
+    """` (at x.mlir:180: torch.aten.topk)` for a diagnostic `x.mlir:180:25: error: ...` whose
+    next line quotes the source op; "" where it names no file line."""
+    place = re.match(r"\s*(?:.*/)?([^/:\s]+):(\d+):\d+: error:", error)
+    if not place:
+        return ""
+    # an op, or the op torch-mlir could not lower: `torch.operator "torch.aten.gru.input"(...)`
+    quoted = re.match(r"\s*(?:%[\w#:, %]*=\s*)?\"?([a-z_]\w*\.[\w.]+)\"?(?: \"([\w.]+)\")?",
+                      after[0]) if after else None
+    op = quoted and (quoted[2] or quoted[1])
+    return f" (at {place[1]}:{place[2]}{': ' + op if op else ''})"
 
 
 def run(command: list[str], timeout: float) -> ProcessResult:

@@ -85,9 +85,21 @@ runs other tiles as scalar code, so the rewritten model compiles with ukernels o
 model: 258-303 GFLOP/s where the microkernel reached 202-225, the call 9.35 -> 7.88 ms under
 SCHED_BATCH (PyTorch eager 7.89). The tenth, patch_matmuls, writes a patch embedding's conv
 (stride = kernel) as the patches' rows times the filter's rows, a Linear's matmul, which
-packed_matmuls, applied after it, then packs too."""
+packed_matmuls, applied after it, then packs too. A matmul into anything but zeros (a conv's
+bias broadcast) is packed from zeros and the accumulator added after the unpack: packed,
+IREE hoisted the pack of a parameter's broadcast bias into an initializer it vectorized whole
+(a 64x400 bias: one 4800-lane vector, 23 s of LLVM for a dilated-TCN block; 2.2 s after).
+
+The eleventh, conv3d_im2col, takes PyTorch's Conv3d (video, volumes), which IREE runs as
+scalar code and whose im2col flag takes 2-D convolutions only: its taps' slices joined and one
+contraction, as conv1d_taps. On an Emerald Rapids, a 3-D UNet's double conv (16 -> 32 -> 32
+channels, 3x3x3, 16x32x32, batch norm, ReLU): IREE's default 218.8 ms, rewritten and tuned
+50.1 ms (PyTorch eager 35.3 ms: data tiling's pack of the joined taps, 27 times the input,
+takes half the call); with global_pool, which takes 1-D and 3-D pools as 2-D ones, a Conv3d 8
+-> 16 with a global pool went from 3.75 to 0.22 ms of dispatches."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from math import prod
 from typing import Any, Callable
@@ -99,6 +111,7 @@ from iree_dispatch_profiler.ops import cpu_tiles
 DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, filter CxKHxKW
 GROUPED = "linalg.conv_2d_ngchw_gfchw"  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
 CONV_1D = "linalg.conv_1d_ncw_fcw"  # input NxCxW, filter FxCxK, output NxFxOW
+CONV_3D = "linalg.conv_3d_ncdhw_fcdhw"  # input NxCxDxHxW, filter FxCxKDxKHxKW
 # Winograd F(6,3): the layouts IREE's pass takes (filter FxCx3x3, then 3x3xCxF), its mark
 # for the convs it is to convert, and the pass
 WINOGRAD_CONVS = ("linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf")
@@ -122,9 +135,7 @@ MASKED_BELOW = -1e30
 CMPI = {2: "<", 3: "<=", 4: ">", 5: ">=", 6: "<", 7: "<=", 8: ">", 9: ">="}
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 POOL_COMBINES = ("arith.addf", "arith.maximumf")  # average (summed, then divided) and max
-# torch-mlir's adaptive pool: loops N, C, OH, OW, then the window's KH, KW
-POOL_WINDOW_MAP = "affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>"
-POOL_OUTPUT_MAP = "affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>"
+POOL_SPATIAL = (1, 2, 3)  # adaptive pools of Conv1d, Conv2d and Conv3d models
 MAX_TAPS = 49  # 7x7 (ConvNeXt); a larger kernel makes an elementwise op of too many inputs
 # The narrowest output row grouped_taps takes: a vector of f32 on the widest SIMD. Below it,
 # IREE's own config of its op (untuned, as the rewrite search measures it) was slower than the
@@ -156,9 +167,9 @@ def _ints(attribute) -> list[int]:
     return [int(v) for v in ir.DenseIntElementsAttr(attribute)]
 
 
-def _window(op, attribute: str) -> list[int]:
-    """A convolution's strides or dilations (1, 1 where the op leaves them out)."""
-    return _ints(op.attributes[attribute]) if attribute in op.attributes else [1, 1]
+def _window(op, attribute: str, spatial: int = 2) -> list[int]:
+    """A convolution's strides or dilations (ones where the op leaves them out)."""
+    return _ints(op.attributes[attribute]) if attribute in op.attributes else [1] * spatial
 
 
 def _static_types(op, element: str = "F32Type") -> list | None:
@@ -197,20 +208,20 @@ def _slice(value, offsets: list[int], sizes: list[int], strides: list[int] | Non
                                  sizes, strides or [1] * len(sizes)).result
 
 
-def _tap_slices(op) -> list:
+def _tap_slices(op, spatial: int = 2) -> list:
     """One slice of the input per kernel tap (row-major over the taps): what the tap multiplies
     at every output position, the output's shape with the input's channels."""
     from iree.compiler import ir
 
     x, k, _ = op.operands
     x_type, out_type = ir.RankedTensorType(x.type), ir.RankedTensorType(op.results[0].type)
-    strides, dilations = _window(op, "strides"), _window(op, "dilations")
-    lead = x_type.shape[:-2]  # batch, (groups,) channels
-    sizes = [*lead, *out_type.shape[-2:]]
-    kh_count, kw_count = ir.RankedTensorType(k.type).shape[-2:]
-    return [_slice(x, [0] * len(lead) + [kh * dilations[0], kw * dilations[1]], sizes,
+    strides, dilations = (_window(op, a, spatial) for a in ("strides", "dilations"))
+    lead = x_type.shape[:-spatial]  # batch, (groups,) channels
+    sizes = [*lead, *out_type.shape[-spatial:]]
+    kernel = ir.RankedTensorType(k.type).shape[-spatial:]
+    return [_slice(x, [0] * len(lead) + [t * d for t, d in zip(tap, dilations)], sizes,
                    [1] * len(lead) + strides)
-            for kh in range(kh_count) for kw in range(kw_count)]
+            for tap in itertools.product(*(range(size) for size in kernel))]
 
 
 def _filter_taps(op) -> list:
@@ -1108,27 +1119,40 @@ def cache_attention(text: str) -> tuple[str, int]:
     return _rewrite(text, _cache_takes, _cache_attention, after=_mark_for_data_tiling)
 
 
+def _pool_maps(spatial: int) -> list[str]:
+    """torch-mlir's adaptive pool's maps of its window and its output: loops N, C, the
+    output's `spatial` dims (OD, OH, OW), then the window's (KD, KH, KW)."""
+    loops = 2 + 2 * spatial
+    dims = ", ".join(f"d{i}" for i in range(loops))
+    return [f"affine_map<({dims}) -> ({', '.join(f'd{i}' for i in picked)})>"
+            for picked in (range(2 + spatial, loops), range(2 + spatial))]
+
+
 def _window_reads(op):
-    """Of torch-mlir's adaptive pooling (a generic over N, C, OH, OW and its window KH x KW,
-    whose only input is an empty i1 tensor of the window's shape and whose body gathers its
-    element from a padded copy of the input with tensor.extract, guarded by cmpi ult/slt
-    against the input's extent): the unpadded input and how the first result combines, where
-    the pool is global (a 1x1 output whose window is the whole input) so that every guard
-    holds; None otherwise."""
+    """Of torch-mlir's adaptive pooling (a generic over N, C, the output's 1-3 spatial dims
+    and its window's, whose only input is an empty i1 tensor of the window's shape and whose
+    body gathers its element from a padded copy of the input with tensor.extract, guarded by
+    cmpi ult/slt against the input's extent): the unpadded input and how the first result
+    combines, where the pool is global (an output of ones whose window is the whole input) so
+    that every guard holds; None otherwise."""
     from iree.compiler import ir
 
-    if (op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 2
-            or [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
-            != ["#linalg.iterator_type<parallel>"] * 4 + ["#linalg.iterator_type<reduction>"] * 2):
+    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 2:
+        return None
+    iterators = [str(i).removeprefix("#linalg.iterator_type<").removesuffix(">")
+                 for i in ir.ArrayAttr(op.attributes["iterator_types"])]
+    spatial = iterators.count("reduction")
+    if spatial not in POOL_SPATIAL or iterators != (["parallel"] * (2 + spatial)
+                                                    + ["reduction"] * spatial):
         return None
     maps = [str(ir.AffineMapAttr(m)) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    if maps[:2] != [POOL_WINDOW_MAP, POOL_OUTPUT_MAP]:
+    if maps[:2] != _pool_maps(spatial):
         return None
     window, init, _ = op.operands
     window_type, out_type = ir.RankedTensorType(window.type), ir.RankedTensorType(init.type)
-    if (not isinstance(window_type.element_type, ir.IntegerType) or window_type.rank != 2
+    if (not isinstance(window_type.element_type, ir.IntegerType)
             or isinstance(window.owner, ir.Block) or window.owner.name != "tensor.empty"
-            or not out_type.has_static_shape or out_type.rank != 4 or out_type.shape[2:] != [1, 1]):
+            or not out_type.has_static_shape or out_type.shape[2:] != [1] * spatial):
         return None
     body = list(op.regions[0].blocks[0].operations)
     block_args = list(op.regions[0].blocks[0].arguments)
@@ -1153,7 +1177,8 @@ def _window_reads(op):
         return ir.IntegerAttr(value.owner.attributes["dim"]).value
     indices = [loop_index(v) for v in list(extract.operands)[1:]]
     batch_one = out_type.shape[0] == 1 and _index_constant(extract.operands[1]) == 0
-    if indices[1:] != [1, 4, 5] or not (indices[0] == 0 or batch_one):
+    if indices[1:] != [1, *range(2 + spatial, 2 + 2 * spatial)] or not (indices[0] == 0
+                                                                        or batch_one):
         return None
     # the value combined into the first result: the extract through guarding selects
     total, kept = body[-1].operands[0], extract.results[0]
@@ -1178,8 +1203,8 @@ def _window_reads(op):
 
 
 def _guard_holds(condition, loop_index, window: list[int]) -> bool:
-    """Whether `condition` is `index (< or <=) bound` over a window loop that never reaches
-    the bound: true on every iteration."""
+    """Whether `condition` is `index (< or <=) bound` over a window loop (the last
+    len(window) loops) that never reaches the bound: true on every iteration."""
     from iree.compiler import ir
 
     if isinstance(condition.owner, ir.Block) or condition.owner.name != "arith.cmpi":
@@ -1187,9 +1212,11 @@ def _guard_holds(condition, loop_index, window: list[int]) -> bool:
     predicate = ir.IntegerAttr(condition.owner.attributes["predicate"]).value
     loop = loop_index(condition.owner.operands[0])
     bound = _index_constant(condition.owner.operands[1])
-    if loop not in (4, 5) or bound is None or CMPI.get(predicate) not in ("<", "<="):
+    first = 2 + len(window)
+    if loop not in range(first, first + len(window)) or bound is None \
+            or CMPI.get(predicate) not in ("<", "<="):
         return False
-    return window[loop - 4] - 1 < bound
+    return window[loop - first] - 1 < bound
 
 
 def _index_constant(value) -> int | None:
@@ -1212,17 +1239,20 @@ def _pool_takes(op) -> bool:
 
 
 def _pool_in_place(op) -> list:
-    """The same pool reading the unpadded input through its indexing map (n, c, kh, kw), and
-    its count filled in apart: a reduction of one result, which IREE vectorizes (with the
-    count beside it, the pool after a channels-last conv took 52 us for 64 x 256 floats)."""
+    """The same pool reading the unpadded input through its indexing map (n, c, and the
+    window's loops), and its count filled in apart: a reduction of one result, which IREE
+    vectorizes (with the count beside it, the pool after a channels-last conv took 52 us for
+    64 x 256 floats)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, linalg
 
     source, combine, counted = _window_reads(op)
     _, init, count_init = op.operands
     maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
-    d = [ir.AffineDimExpr.get(i) for i in range(6)]
-    read = ir.AffineMapAttr.get(ir.AffineMap.get(6, 0, [d[0], d[1], d[4], d[5]]))
+    spatial = ir.RankedTensorType(source.type).rank - 2
+    d = [ir.AffineDimExpr.get(i) for i in range(2 + 2 * spatial)]
+    read = ir.AffineMapAttr.get(ir.AffineMap.get(2 + 2 * spatial, 0,
+                                                 [d[0], d[1], *d[2 + spatial:]]))
     generic = linalg.GenericOp([init.type], [source], [init], ir.ArrayAttr.get([read, maps[1]]),
                                op.attributes["iterator_types"])
     block = generic.regions[0].blocks.append(ir.RankedTensorType(source.type).element_type,
@@ -1303,6 +1333,54 @@ def _shallow(op) -> bool:
 def conv1d_taps(text: str) -> tuple[str, int]:
     return _rewrite(text, _conv1d_takes, _conv1d_as_taps,
                     after=lambda module: _mark_for_data_tiling(module, shallow_out=True))
+
+
+def _conv3d_takes(op) -> bool:
+    """A static floating-point NCDHW 3-D convolution of at most MAX_TAPS taps."""
+    if op.name != CONV_3D or len(op.operands) != 3 or len(op.results) != 1:
+        return False
+    types = _static_types(op, "FloatType")
+    return types is not None and prod(types[1].shape[2:]) <= MAX_TAPS
+
+
+def _conv3d_as_im2col(op) -> list:
+    """A 3-D convolution as its taps' (strided, dilated) slices joined along the channels
+    (N x (taps C) x OD x OH x OW, tap-major) and one contraction with the filter reordered to
+    F x (taps C): a matmul at batch 1 (which packed_matmuls and data tiling take), a batched
+    contraction otherwise."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg, tensor
+
+    x, k, init = op.operands
+    k_type, out_type = ir.RankedTensorType(k.type), ir.RankedTensorType(init.type)
+    filters, channels, *kernel = k_type.shape
+    n, _, *positions = out_type.shape
+    depth, count = prod(kernel) * channels, prod(positions)
+    slices = _tap_slices(op, spatial=3)
+    joined = tensor.ConcatOp(ir.RankedTensorType.get(
+        [n, depth, *positions], ir.RankedTensorType(x.type).element_type), 1, slices).result
+    columns = _reshaped(joined, [n, depth, count], [[0], [1], [2, 3, 4]])
+    reordered = linalg.transpose(
+        k, outs=[tensor.EmptyOp([filters, *kernel, channels], k_type.element_type).result],
+        permutation=[0, 2, 3, 4, 1])
+    matrix = _reshaped(reordered.results[0], [filters, depth], [[0], [1, 2, 3, 4]])
+    flat = _reshaped(init, [n, filters, count], [[0], [1], [2, 3, 4]])
+    if n == 1:
+        rows = [[0, 1], [2]]
+        product = linalg.matmul(matrix, _reshaped(columns, [depth, count], rows),
+                                outs=[_reshaped(flat, [filters, count], rows)])
+        product = _reshaped(product, [n, filters, count], rows)
+    else:
+        d = [ir.AffineDimExpr.get(i) for i in range(4)]  # n, f, positions, then the depth
+        maps = [ir.AffineMap.get(4, 0, [d[1], d[3]]), ir.AffineMap.get(4, 0, [d[0], d[3], d[2]]),
+                ir.AffineMap.get(4, 0, d[:3])]
+        product = _generic([matrix, columns], maps, flat, 1, lambda args, total: arith.addf(
+            total, arith.mulf(args[0], args[1]))).result
+    return [_reshaped(product, list(out_type.shape), [[0], [1], [2, 3, 4]])]
+
+
+def conv3d_im2col(text: str) -> tuple[str, int]:
+    return _rewrite(text, _conv3d_takes, _conv3d_as_im2col)
 
 
 def global_pool(text: str) -> tuple[str, int]:
@@ -1453,8 +1531,18 @@ def _packed(op, tile: tuple[int, int, int]) -> list:
     packed_a = pack(a, [m1, k1], [m0, k0], [0, 1])
     packed_b = (pack(b, [n1, k1], [n0, k0], [0, 1]) if transposed
                 else pack(b, [n1, k1], [n0, k0], [1, 0], [1, 0]))
-    product = linalg.mmt4d(packed_a, packed_b, outs=[pack(init, [m1, n1], [m0, n0], [0, 1])])
+    # An accumulator other than a fill (a conv's bias broadcast over its output) is added after
+    # the unpack, where it fuses: packed, IREE hoists the pack of a broadcast parameter into an
+    # initializer it vectorizes whole (a 64x400 bias: one 4800-lane vector, 23 s of LLVM)
+    filled = not isinstance(init.owner, ir.Block) and init.owner.name == "linalg.fill"
+    accumulator = init if filled else _zeros([m, n], f32)
+    product = linalg.mmt4d(packed_a, packed_b,
+                           outs=[pack(accumulator, [m1, n1], [m0, n0], [0, 1])])
     result = linalg.unpack(product, tensor.EmptyOp([m, n], f32).result, [0, 1], [m0, n0])
+    if not filled:
+        identity = ir.AffineMap.get_identity(2)
+        result = _generic([result], [identity, identity], init, 0,
+                          lambda args, total: arith.addf(args[0], total)).result
     return [_reshaped(result, shape, [[0, 1], [2]]) if len(shape) == 3 else result]
 
 
@@ -1499,6 +1587,9 @@ REWRITES = (
             "and one contraction, as grouped_im2col writes a grouped conv: IREE runs the 1-D op "
             "as is, and its im2col flag leaves it alone; a conv over raw samples (a reduction "
             "shorter than a vector) is kept out of data tiling", conv1d_taps),
+    Rewrite("conv3d_im2col", "3-D convolutions (PyTorch's Conv3d: video, volumes) as their "
+            "taps' slices joined and one contraction: IREE runs the NCDHW op as scalar code, "
+            "and its im2col flag takes 2-D convolutions only", conv3d_im2col),
     # before packed_matmuls: joined, the patches' matmul is packed too
     Rewrite("patch_matmuls", "patch convolutions (stride = kernel: a vision transformer's "
             "patch embedding) as a matmul of the patches by the filter's rows, a Linear layer's "

@@ -291,6 +291,15 @@ class IndexedInputs(torch.nn.Module):
         return x.sum(-1), picked, gathered
 
 
+class AdaptivePools(torch.nn.Module):
+    """The global average pools that end 1-D (audio) and 3-D (video, volumes) conv nets:
+    torch-mlir lowers each, as the 2-D one, to a gather over a padded copy."""
+
+    def forward(self, signal, volume):
+        f = torch.nn.functional
+        return f.adaptive_avg_pool1d(signal, 1), f.adaptive_avg_pool3d(volume, 1)
+
+
 def export_indexed_inputs(path: Path) -> None:
     torch.manual_seed(0)
     args = (torch.randint(0, 50, (1, 8)), torch.arange(8).unsqueeze(0),
@@ -420,6 +429,7 @@ MODELS = {
     "conv_block_batch2": Model(ConvBlock, [(2, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)],
                                HERE),
     "classifier": Model(Classifier, classifier_args(32, 16, 32, 10), HERE),
+    "adaptive_pools": Model(AdaptivePools, [(2, 16, 100), (1, 16, 8, 10, 12)], HERE),
     "grouped_block": Model(lambda: GroupedBottleneck(4), bottleneck_args(32, 32, 4, 16), HERE),
     # benchmarks/bench_model.py's: weights as parameters (inputs=N), as deployed models are
     # exported, except the encoder block, kept with its weights as arguments beside its
