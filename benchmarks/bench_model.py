@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """autotune.py --model on models exported from PyTorch with iree-turbine (tests/data/
 export_models.py), with PyTorch eager beside the verdict: what the user would run instead. The
-classes users bring: transformer layers (encoder, causal, LLaMA-style), LLM decode steps against a KV
-cache (GPT-2's, and LLaMA's of grouped KV heads), ResNet stages, a MobileNet depthwise-separable block, a ResNeXt grouped-conv bottleneck,
-a CNN classifier (batch norm, global average pool), an MLP, a small MLP head, a diffusion
-UNet residual block (GroupNorm), a vision transformer's patch embedding and a recommender tower
-(token ids into an embedding table). They read
+classes users bring: transformer layers (encoder, causal, LLaMA-style), LLM decode steps against
+a KV cache (GPT-2's, and LLaMA's of grouped KV heads), ResNet stages, a MobileNet
+depthwise-separable block, a ResNeXt grouped-conv bottleneck, a CNN classifier (batch norm,
+global average pool), an MLP, a small MLP head, a diffusion UNet residual block (GroupNorm), a
+vision transformer's patch embedding, a recommender tower (token ids into an embedding table),
+a speech feature encoder (Conv1d) and a 3-D UNet block (Conv3d). They read
 their weights from a parameter archive, as deployed models do (an .irpa of random weights is
 written for each, and PyTorch is given the same ones); the encoder block also comes with its
 weights as function arguments, the other way models are exported, to show what that costs.
@@ -82,6 +83,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                        "192), LayerNorm, GELU MLP 192->768->192",
     "embedding_tower": "recommender tower: 32 x 8 token ids into a 10000 x 64 embedding table, "
                        "mean pool, MLP 64->256->1",
+    "volume_block": "3-D UNet double conv: 16 -> 32 -> 32 channels, 3x3x3, 16x32x32 volume, "
+                    "batch norm, ReLU, batch 1",
     "audio_encoder": "speech feature encoder: 1 s of 16 kHz audio, strided Conv1d 1->256 (k 10), "
                      "GroupNorm, then 256->256 (k 3, 3, 2), GELU",
 }

@@ -181,6 +181,17 @@ class Classifier(torch.nn.Module):
         return torch.softmax(f.linear(pooled, w_head, b_head), -1)
 
 
+class VolumeBlock(torch.nn.Module):
+    """A 3-D UNet's double conv (volumes, video): Conv3d 3x3x3, batch norm (in inference),
+    ReLU, Conv3d 3x3x3, ReLU."""
+
+    def forward(self, x, k1, b1, mean, var, gamma, beta, k2, b2):
+        f = torch.nn.functional
+        y = f.relu(f.batch_norm(f.conv3d(x, k1, b1, padding=1), mean.detach(), var.detach(),
+                                gamma, beta, training=False))
+        return f.relu(f.conv3d(y, k2, b2, padding=1))
+
+
 class DecodeStep(torch.nn.Module):
     """One token of an LLM's decode against its KV cache (GPT-2 style pre-norm block): the new
     token's hidden state and the cache come in; the block's output and the token's keys and
@@ -484,6 +495,10 @@ MODELS = {
                                               (192,), (768, 192), (768,), (192, 768), (192,)],
                              BENCHMARKS, "vision transformer stem: 224x224 RGB in 16x16 patches "
                              "(196 tokens of 192), LayerNorm, GELU MLP 192->768->192", inputs=1),
+    "volume_block": Model(VolumeBlock, [(1, 16, 16, 32, 32), (32, 16, 3, 3, 3), (32,), (32,),
+                                        (32,), (32,), (32,), (32, 32, 3, 3, 3), (32,)],
+                          BENCHMARKS, "3-D UNet double conv: 16 -> 32 -> 32 channels, 3x3x3, "
+                          "16x32x32 volume, batch norm, ReLU, batch 1", inputs=1),
     "audio_encoder": Model(AudioEncoder, [(1, 1, 16000), (256, 1, 10), (256,), (256,),
                                           (256, 256, 3), (256, 256, 3), (256, 256, 2)],
                            BENCHMARKS, "speech feature encoder: 1 s of 16 kHz audio, strided "
