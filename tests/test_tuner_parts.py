@@ -946,3 +946,35 @@ def test_a_spec_that_slows_the_whole_model_is_not_shipped():
     # without flags the spec's part is the answer against IREE's default
     assert slower_with_spec(result((1.0, 1.0, 1.0), (0.90, 0.88, 0.92), flags=None))
     assert not slower_with_spec(result((0.91, 0.89, 0.93), (5.8, 5.5, 5.9), spec=None))
+
+
+def test_an_answer_slower_than_iree_data_tiling_is_replaced_by_it():
+    """An answer significantly slower than IREE's data tiling timed beside it (an attention
+    layer: 0.93x [0.92, 0.95]) is behind it, and data tiling is shipped in its place: the Model
+    line names its flags and says the tuned answer is not shipped; a tie or a win is not."""
+    import dataclasses
+
+    from iree_dispatch_profiler.core.stats import Estimate
+    from iree_dispatch_profiler.tuning import flags as module_flags
+    from iree_dispatch_profiler.tuning.model import verdict
+    from iree_dispatch_profiler.tuning.model.final import ModelResult
+
+    def result(over_data_tiling):
+        return ModelResult(None, module_flags.CURATED[1], [], None,
+                           Estimate(1.6, 1.58, 1.62, 0.01, 20), Estimate(1.73, 1.71, 1.76, 0.01, 20),
+                           over_data_tiling, None, {}, {}, {})
+    behind = result(Estimate(0.93, 0.92, 0.95, 0.01, 20))
+    assert behind.behind_data_tiling
+    assert not result(Estimate(0.99, 0.96, 1.01, 0.01, 20)).behind_data_tiling  # a tie
+    assert not result(Estimate(1.05, 1.03, 1.08, 0.01, 20)).behind_data_tiling
+    assert not result(None).behind_data_tiling
+    tiling = next(f for f in module_flags.CURATED if f.flags == module_flags.DATA_TILING)
+    shipped = dataclasses.replace(behind, flags=tiling, speedup=behind.data_tiling,
+                                  over_data_tiling=None, replaced=behind.over_data_tiling)
+    assert verdict.model_line(shipped) == (
+        f"Model: IREE data tiling ({module_flags.DATA_TILING}), which the tuned answer was "
+        "slower by 1.08x [1.05, 1.09] than, timed beside it: the tuned answer is not shipped")
+    assert verdict.comparison_lines(shipped) == [
+        "IREE data tiling + ukernels against IREE's default: 1.73x [1.71, 1.76]",
+        "the tuned model against IREE data tiling: 0.93x [0.92, 0.95]"]
+    assert verdict.model_line(behind).startswith("Model: slower by")

@@ -41,6 +41,10 @@ def model_line(result: ModelResult) -> str:
     if (result.data_tiling is not None and result.data_tiling.median > 1
             and result.over_data_tiling is not None):
         speedup, against = result.over_data_tiling, "IREE data tiling"
+    if result.replaced is not None:
+        return (f"Model: IREE data tiling ({result.flags.flags}), which the tuned answer was "
+                f"{stats.direction(result.replaced)} than, timed beside it: the tuned answer "
+                "is not shipped")
     if speedup is None or not speedup.n:
         return "Model: not timed"
     best = f"{against}, the better of IREE's default and its data tiling"
@@ -180,9 +184,11 @@ def comparison_lines(result: ModelResult) -> list[str]:
     lines: list[str] = []
     if not result.outputs_ok:
         return lines
-    for estimate, what in ((result.speedup, "the tuned model against IREE's default"),
+    tuned = None if result.replaced is not None else result.speedup  # else data tiling's
+    for estimate, what in ((tuned, "the tuned model against IREE's default"),
                            (result.data_tiling, "IREE data tiling + ukernels against IREE's default"),
-                           (result.over_data_tiling, "the tuned model against IREE data tiling"),
+                           (result.over_data_tiling or result.replaced,
+                            "the tuned model against IREE data tiling"),
                            (result.over_flags, "flags + spec against the flags alone")):
         if estimate is not None and estimate.n:
             lines.append(f"{what}: {estimate.median:.2f}x {estimate.interval('.2f')}")
