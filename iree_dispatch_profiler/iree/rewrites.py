@@ -183,15 +183,15 @@ def _static_types(op, element: str = "F32Type") -> list | None:
     return types if ok else None
 
 
-def _takes(name: str):
+def _takes(name: str, spatial: int = 2):
     """A check of an op: whether it is a static, floating-point `name` op of at most MAX_TAPS
-    taps."""
+    taps (over its filter's last `spatial` dims)."""
     def check(op) -> bool:
 
         if op.name != name or len(op.operands) != 3 or len(op.results) != 1:
             return False
         types = _static_types(op, "FloatType")
-        return types is not None and types[1].shape[-2] * types[1].shape[-1] <= MAX_TAPS
+        return types is not None and prod(types[1].shape[-spatial:]) <= MAX_TAPS
     return check
 
 
@@ -1335,14 +1335,6 @@ def conv1d_taps(text: str) -> tuple[str, int]:
                     after=lambda module: _mark_for_data_tiling(module, shallow_out=True))
 
 
-def _conv3d_takes(op) -> bool:
-    """A static floating-point NCDHW 3-D convolution of at most MAX_TAPS taps."""
-    if op.name != CONV_3D or len(op.operands) != 3 or len(op.results) != 1:
-        return False
-    types = _static_types(op, "FloatType")
-    return types is not None and prod(types[1].shape[2:]) <= MAX_TAPS
-
-
 def _conv3d_as_im2col(op) -> list:
     """A 3-D convolution as its taps' (strided, dilated) slices joined along the channels
     (N x (taps C) x OD x OH x OW, tap-major) and one contraction with the filter reordered to
@@ -1380,7 +1372,7 @@ def _conv3d_as_im2col(op) -> list:
 
 
 def conv3d_im2col(text: str) -> tuple[str, int]:
-    return _rewrite(text, _conv3d_takes, _conv3d_as_im2col)
+    return _rewrite(text, _takes(CONV_3D, spatial=3), _conv3d_as_im2col)
 
 
 def global_pool(text: str) -> tuple[str, int]:
