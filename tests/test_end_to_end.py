@@ -158,9 +158,11 @@ def test_a_config_that_cannot_compile_is_recorded_and_its_siblings_are_profiled(
     assert compiled.returncode == 1 and "failed 1" in compiled.stdout
     assert f"FAILED matmul_64x64x64_f32t_f32t_f32t_{broken}: iree-compile: " in compiled.stdout
     row = data.loc[broken]
-    # IREE's first error line, without the dumped file's path; the full text is in the log.
+    # IREE's first error line, without the dumped file's path (its name and line and the op
+    # there are said last); the full text is in the log.
     assert row["Verification"] == "ERROR" and row["Reason"].startswith("iree-compile: ")
-    assert ".mlir" not in row["Reason"] and "error:" in Path(row["compile log"]).read_text()
+    assert "/" not in row["Reason"] and "error:" in Path(row["compile log"]).read_text()
+    assert re.search(r" \(at [\w$.]+\.mlir:\d+: [\w.]+\)$", row["Reason"]), row["Reason"]
     assert len(data) == 12
     assert (data.drop([broken, wrong])["Verification"] == "SUCCESS").all()
 
