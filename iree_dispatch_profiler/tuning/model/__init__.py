@@ -108,8 +108,7 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     if result.answer and result.outputs_ok and result.behind_data_tiling:
         result, in_spec = final.data_tiling_answer(tuner, result), set()
     status = verdict.conclude(tuner, rows, result, in_spec, {r.op.index: len(r.rows) for r in results})
-    if result.replaced is None:  # a stored answer is the tuned one, re-confirmed on reuse
-        stored.remember(tuner, result, in_spec, all(r.complete for r in results))
+    stored.remember(tuner, result, in_spec, all(r.complete for r in results))
     if result.spec is not None and result.speedup is not None and result.outputs_ok:
         flag_search.retry_failed_flags(tuner, flags.failed, result.spec)
     return status
