@@ -37,7 +37,8 @@ class ProcessResult:
         for at, line in enumerate(lines):
             match = re.search(r"\berror: (.*)", line)
             if match:
-                return f"{what}: {match.group(1).strip().rstrip(':')[:300]}{_where(line, lines[at + 1:])}"
+                said = match.group(1).strip().rstrip(':')[:300]
+                return f"{what}: {said}{_where(line, lines[at + 1:])}"
             # A flag it rejects: `iree-compile: Unknown command line argument '--x'.  Try: ...`
             match = re.search(r"(Unknown command line argument '[^']*')", line)
             if match:

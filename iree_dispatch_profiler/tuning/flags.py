@@ -49,11 +49,14 @@ class FlagSet:
 
 
 PACKING = "data tiling"  # the group of the data tiling variants
+# IREE's data tiling: a curated set, and every model verdict's other yardstick
+DATA_TILING_SET = FlagSet("data_tiling", DATA_TILING,
+                          "packs matmul operands into the target's register tiles and calls "
+                          "IREE's microkernels: its fastest path for large matmuls",
+                          (CONTRACTION,), group=PACKING)
 
 CURATED = (
-    FlagSet("data_tiling", DATA_TILING,
-            "packs matmul operands into the target's register tiles and calls IREE's "
-            "microkernels: its fastest path for large matmuls", (CONTRACTION,), group=PACKING),
+    DATA_TILING_SET,
     FlagSet("data_tiling_early", DATA_TILING_EARLY,
             "data tiling with its packed matmuls formed before dispatches: the mmt4d ops are "
             "then tunable by the spec, and models whose attention fails under late data tiling "

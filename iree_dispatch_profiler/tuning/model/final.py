@@ -251,8 +251,7 @@ def data_tiling_answer(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     if result.spec is not None:
         result.spec.replace(tuner.s.paths.rejected_spec)
     tuner.s.input = tuner.model
-    data_tiling = next(f for f in module_flags.CURATED if f.flags == module_flags.DATA_TILING)
-    return dataclasses.replace(result, spec=None, flags=data_tiling, problems=[],
+    return dataclasses.replace(result, spec=None, flags=module_flags.DATA_TILING_SET, problems=[],
                                speedup=result.data_tiling, over_data_tiling=None,
                                over_flags=None, source="", source_flags=[],
                                replaced=result.over_data_tiling)

@@ -2,7 +2,6 @@
 current target's dispatches inside the model; the model lowered past IREE's input phase."""
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -104,7 +103,7 @@ class ModelTuner(Tuner):
         compile the model said once, on a line of its own."""
         if self.data_tiling is None:  # of the model itself, whatever source is tuned
             self.data_tiling = self.build("model_data_tiling", None,
-                                          shlex.split(module_flags.DATA_TILING),
+                                          module_flags.DATA_TILING_SET.args,
                                           source=self.model)
         if self.data_tiling.reason and not self._data_tiling_said:
             self._data_tiling_said = True
