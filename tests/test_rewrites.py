@@ -859,6 +859,12 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
                                                     (1, 1, 1))[0])
         assert count == 1
         return text, []
+    if rewrite == "conv3d_as_conv2d":  # and then Winograd, as the rewrite search joins them
+        text, count = rewrites.conv3d_as_conv2d(conv3d(1, 8, (8, 18, 18), 16, 3, (1, 1, 1),
+                                                       (1, 1, 1))[0])
+        text, transformed = rewrites.winograd(text)
+        assert count == transformed == 1
+        return text, []
     if rewrite == "global_pool":  # a sum: whole vectors add only with reductions reassociated
         text, count = rewrites.global_pool(adaptive_pool(h=16, w=16))
         assert count == 1
@@ -876,7 +882,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
 @pytest.mark.iree
 @pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool",
                                      "packed_matmuls", "patch_matmuls", "cache_attention",
-                                     "conv3d_im2col"])
+                                     "conv3d_im2col", "conv3d_as_conv2d"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
@@ -1243,10 +1249,11 @@ def conv3d(n: int, c: int, size: tuple[int, int, int], f: int, kernel: int,
             f"outs(%o : {o}) -> {o}\n  return %r : {o}\n}}\n"), shapes
 
 
-def test_conv3d_im2col_takes_static_float_ncdhw_convs_of_few_taps():
-    """Batch 1: one matmul of the filter's rows by the joined taps; a larger batch: one
-    batched contraction; a dynamic or integer conv, or one of more than MAX_TAPS taps, is
-    left alone."""
+def test_conv3d_rewrites_take_static_float_ncdhw_convs_of_few_taps():
+    """im2col, batch 1: one matmul of the filter's rows by the joined taps; a larger batch: one
+    batched contraction. As a 2-D conv: one channels-last conv whose batch is the output's
+    depths and whose channels are the depth taps'. A dynamic or integer conv, or one of more
+    than MAX_TAPS taps, is left alone by both."""
     from iree_dispatch_profiler.iree import rewrites
 
     text, shapes = conv3d(1, 4, (6, 8, 8), 8, 3, (1, 1, 1), (1, 1, 1))
@@ -1256,25 +1263,45 @@ def test_conv3d_im2col_takes_static_float_ncdhw_convs_of_few_taps():
     rewritten, count = rewrites.conv3d_im2col(conv3d(2, 4, (6, 8, 8), 8, 3, (1, 1, 1),
                                                      (1, 1, 1))[0])
     assert count == 1 and "linalg.matmul" not in rewritten and "linalg.generic" in rewritten
+    rewritten, count = rewrites.conv3d_as_conv2d(conv3d(2, 4, (6, 8, 8), 8, 3, (1, 1, 1),
+                                                        (1, 1, 1))[0])
+    assert count == 1 and "conv_3d" not in rewritten
+    # 2 x 4 output depths, 3 depth taps x 4 channels each, into 3x3 x 12 x 8 filters
+    assert ("linalg.conv_2d_nhwc_hwcf" in rewritten and "tensor<8x8x8x12xf32>" in rewritten
+            and "tensor<3x3x12x8xf32>" in rewritten)
     for left in (text.replace("tensor<1x4x6x8x8xf32>", "tensor<?x4x6x8x8xf32>"),
                  text.replace("f32", "i32"),
                  conv3d(1, 2, (8, 8, 8), 4, 5, (1, 1, 1), (1, 1, 1))[0]):  # 125 taps
-        assert rewrites.conv3d_im2col(left) == (left, 0)
+        for rewrite in (rewrites.conv3d_im2col, rewrites.conv3d_as_conv2d):
+            assert rewrite(left) == (left, 0)
+
+
+# rewrite, its filter reordering and that reordering turned around, channels, filters, strides,
+# dilations: the 2-D conv strided and dilated in its own way; Winograd where it takes the conv
+CONV3D_REWRITES = [
+    ("conv3d_im2col", "[0, 2, 3, 4, 1]", "[0, 4, 3, 2, 1]", 3, 5, (2, 1, 1), (1, 2, 1)),
+    ("conv3d_as_conv2d", "[3, 4, 2, 1, 0]", "[4, 3, 2, 1, 0]", 3, 5, (2, 1, 2), (1, 2, 1)),
+    ("conv3d_as_conv2d+winograd", "[3, 4, 2, 1, 0]", "[4, 3, 2, 1, 0]", 6, 16, (1, 1, 1),
+     (1, 1, 1))]
 
 
 @pytest.mark.iree
 @pytest.mark.parametrize("n", [1, 2])
-def test_the_rewritten_conv3d_computes_numpys_numbers(tools, tmp_path, n):
-    """Strided along the depth and dilated along the height, into a non-zero accumulator:
-    IREE runs the rewritten conv to numpy's sum over the taps; with the filter's taps read in
-    another order (its transpose turned around), it does not."""
+@pytest.mark.parametrize("rewrite, order, turned, c, f, strides, dilations", CONV3D_REWRITES,
+                         ids=[r[0] for r in CONV3D_REWRITES])
+def test_the_rewritten_conv3d_computes_numpys_numbers(tools, tmp_path, n, rewrite, order,
+                                                       turned, c, f, strides, dilations):
+    """Into a non-zero accumulator, IREE runs the rewritten conv to numpy's sum over the taps;
+    with the filter's taps read in another order (its transpose turned around), it does not."""
     from iree_dispatch_profiler.iree import rewrites
 
-    strides, dilations = (2, 1, 1), (1, 2, 1)
-    text, shapes = conv3d(n, 3, (7, 9, 8), 5, 3, strides, dilations)
-    rewritten, count = rewrites.conv3d_im2col(text)
-    assert count == 1
-    wrong = rewritten.replace("permutation = [0, 2, 3, 4, 1]", "permutation = [0, 4, 3, 2, 1]")
+    text, shapes = conv3d(n, c, (7, 9, 8), f, 3, strides, dilations)
+    rewritten, count = text, 0
+    for name in rewrite.split("+"):
+        rewritten, done = getattr(rewrites, name)(rewritten)
+        count += done
+    assert count == len(rewrite.split("+"))
+    wrong = rewritten.replace(f"permutation = {order}", f"permutation = {turned}")
     assert wrong != rewritten
     rng = np.random.default_rng(0)
     x, k, init = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
