@@ -270,6 +270,24 @@ def filter_global(name: str, value: str, conv=WINOGRAD) -> str:
                 "{\n", f"{{\n  %{conv_name}_k = util.global.load @{name} : {k}\n", 1))
 
 
+def test_a_conv3d_parameters_winograd_filter_transform_is_computed_once_at_load():
+    """conv3d_as_conv2d reorders a Conv3d's filter (a transpose and a reshape) before the 2-D
+    conv that Winograd takes: the transform of that reordered parameter is hoisted too."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, shapes = conv3d(1, 8, (6, 10, 10), 16, 3, (1, 1, 1), (1, 1, 1))
+    k = f"tensor<{'x'.join(map(str, shapes[1]))}xf32>"
+    text = (f'util.global private @weights.k = #flow.parameter.named<"model"::"k"> : {k}\n'
+            + text.replace(f", %k: {k}", "").replace(
+                "{\n", f"{{\n  %k = util.global.load @weights.k : {k}\n", 1))
+    rewritten, count = rewrites.conv3d_as_conv2d(text)
+    hoisted, transformed = rewrites.winograd(rewritten)
+    assert count == transformed == 1
+    initializer = hoisted[hoisted.index("util.initializer"):hoisted.index("func.func")]
+    assert "linalg.transpose" in initializer and "winograd.filter_transform" in initializer
+    assert "filter_transform" not in hoisted[hoisted.index("func.func"):]
+
+
 def test_winograd_computes_a_parameters_filter_transform_once_at_load():
     """A filter read from a global (a parameter) is transformed in an initializer into a global
     of its own, which the function reads; a filter passed as an argument is transformed in the
