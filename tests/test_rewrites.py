@@ -1253,12 +1253,14 @@ def test_the_global_pools_of_1d_and_3d_conv_nets_are_rewritten_to_numpys_means(t
         assert check.ok, check.detail
 
 
-def conv3d(n: int, c: int, size: tuple[int, int, int], f: int, kernel: int,
+def conv3d(n: int, c: int, size: tuple[int, int, int], f: int, kernel: int | tuple,
            strides: tuple[int, int, int], dilations: tuple[int, int, int]) -> tuple[str, tuple]:
     """A function of PyTorch's Conv3d as torch-mlir lowers it (NCDHW, FCDHW) into the given
-    accumulator, and its three operands' shapes."""
-    out = [(s - d * (kernel - 1) - 1) // t + 1 for s, t, d in zip(size, strides, dilations)]
-    shapes = ((n, c, *size), (f, c, kernel, kernel, kernel), (n, f, *out))
+    accumulator (a cubic kernel, or KD x KH x KW), and its three operands' shapes."""
+    window = (kernel,) * 3 if isinstance(kernel, int) else kernel
+    out = [(s - d * (k - 1) - 1) // t + 1
+           for s, k, t, d in zip(size, window, strides, dilations)]
+    shapes = ((n, c, *size), (f, c, *window), (n, f, *out))
     x, k, o = (f"tensor<{'x'.join(map(str, shape))}xf32>" for shape in shapes)
     window = ", ".join(f"{a} = dense<[{', '.join(map(str, v))}]> : vector<3xi64>"
                        for a, v in (("dilations", dilations), ("strides", strides)))
@@ -1292,6 +1294,10 @@ def test_conv3d_rewrites_take_static_float_ncdhw_convs_of_few_taps():
                  conv3d(1, 2, (8, 8, 8), 4, 5, (1, 1, 1), (1, 1, 1))[0]):  # 125 taps
         for rewrite in (rewrites.conv3d_im2col, rewrites.conv3d_as_conv2d):
             assert rewrite(left) == (left, 0)
+    # a temporal conv, 1x1 across the image: a matmul for conv3d_im2col, not a 1x1 2-D conv
+    temporal = conv3d(1, 4, (6, 8, 8), 8, (3, 1, 1), (1, 1, 1), (1, 1, 1))[0]
+    assert rewrites.conv3d_as_conv2d(temporal) == (temporal, 0)
+    assert rewrites.conv3d_im2col(temporal)[1] == 1
 
 
 # rewrite, its filter reordering and that reordering turned around, channels, filters, strides,

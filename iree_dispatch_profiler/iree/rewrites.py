@@ -1417,8 +1417,19 @@ def _conv3d_as_conv2d(op) -> list:
     return [_permuted(product, [0, 4, 1, 2, 3])]
 
 
+def _conv3d_spatial_takes(op) -> bool:
+    """A Conv3d conv3d_im2col takes with a window across the height or width: one of 1x1
+    there (a (2+1)-D net's temporal conv) is a plain matmul as conv3d_im2col writes it, which
+    data tiling packs, where as a 1x1 2-D conv IREE runs it as a generic matmul (22% of the
+    ceiling in a video block, Emerald Rapids)."""
+    from iree.compiler import ir
+
+    return (_takes(CONV_3D, spatial=3)(op)
+            and prod(ir.RankedTensorType(op.operands[1].type).shape[3:]) > 1)
+
+
 def conv3d_as_conv2d(text: str) -> tuple[str, int]:
-    return _rewrite(text, _takes(CONV_3D, spatial=3), _conv3d_as_conv2d)
+    return _rewrite(text, _conv3d_spatial_takes, _conv3d_as_conv2d)
 
 
 def global_pool(text: str) -> tuple[str, int]:
@@ -1601,11 +1612,13 @@ REWRITES = (
     Rewrite("grouped_im2col", "the other grouped convolutions (strided along the width, or "
             "of narrow rows) as im2col per group and one batched contraction, where IREE runs "
             "PyTorch's NCHW grouped convolution as scalar code", grouped_im2col),
-    # before winograd, which takes the 2-D convs it writes (joined: conv3d_as_conv2d+winograd)
+    # before winograd, which takes the 2-D convs it writes (joined: conv3d_as_conv2d+winograd),
+    # and before conv3d_im2col, which then takes the convs it leaves (1x1 across the image)
     Rewrite("conv3d_as_conv2d", "3-D convolutions (PyTorch's Conv3d: video, volumes) as one "
             "channels-last 2-D convolution over their depth taps, each output depth a batch: "
             "IREE runs the NCDHW op as scalar code, im2col copies the input once per tap (27 "
-            "for 3x3x3), this once per depth tap, and Winograd takes the 2-D conv",
+            "for 3x3x3), this once per depth tap, and Winograd takes the 2-D conv (one 1x1 across "
+            "the image is left to conv3d_im2col's matmul)",
             conv3d_as_conv2d),
     Rewrite("winograd", "3x3 stride-1 convolutions as Winograd F(6,3) (IREE's filter "
             "transform, a parameter's computed once at load; the input and output transforms "
