@@ -568,8 +568,8 @@ def _transform_as_sums(op) -> list:
             else _output_transform(op)]
 
 
-# What a filter transform's input may be made of to be computed at load: a global and constants
-# the reorderings too: conv3d_as_conv2d's filter is a parameter transposed and reshaped
+# What a filter transform's input may be made of to be computed at load: a global, constants,
+# and reorderings of them (conv3d_as_conv2d's filter is a parameter transposed and reshaped)
 LOAD_TIME_OPS = ("util.global.load", "tensor.empty", "arith.constant", "linalg.fill",
                  "tensor.insert_slice", "linalg.transpose", "tensor.collapse_shape",
                  "tensor.expand_shape")
