@@ -106,26 +106,36 @@ def test_grouped_im2col_joins_the_taps_per_group_and_reorders_the_filter_to_matc
 def test_grouped_taps_sums_each_taps_contraction_reading_the_input_in_place(tmp_path):
     """A grouped conv of unit width stride becomes one generic: per tap, the filter's tap
     (GxFxC) times the input's slice at the tap's (dilated) offset, contracted over the channels;
-    the 9 products are summed, then added to the accumulator. No im2col copy. The tuner sees
-    a sum of 9 contractions of one shape (groups as batch, filters M, positions N, channels
-    K), its FLOPs all 9; the width-strided conv, and the one whose output rows are narrower
-    than a 512-bit vector of floats, are left to grouped_im2col."""
+    the 9 products are summed, then added to the accumulator. No im2col copy. Of unit height
+    stride, the input's rows (21 wide) are padded to 32 and flattened, each tap's slice one
+    run of the 17 output rows' 32 columns. The tuner sees a sum of 9 contractions of one shape
+    (groups as batch, filters M, positions N, channels K), its FLOPs all 9; the width-strided
+    conv, and the one whose output rows are narrower than a 512-bit vector of floats, are left
+    to grouped_im2col; one strided along the height keeps its rows."""
     from iree_dispatch_profiler.iree import rewrites, tunable
 
     text, count = rewrites.grouped_taps(module([GROUPED_UNIT, GROUPED, GROUPED_NARROW, STRIDED,
                                                 *OTHERS]))
     assert count == 1 and text.count("linalg.conv_2d_ngchw_gfchw") == 2
     assert "tensor.concat" not in text
-    assert "[0, 0, 0, 2, 4] [2, 4, 6, 17, 17] [1, 1, 1, 1, 1]" in text  # tap (1, 2), dilation 2
+    assert "tensor<2x4x6x22x32xf32> into tensor<2x4x6x704xf32>" in text  # a row more, padded
+    # tap (1, 2) at dilation 2: 2 rows of 32 and 4 columns in
+    assert "[0, 0, 0, 68] [2, 4, 6, 544] [1, 1, 1, 1]" in text
     assert ("[0, 0, 0, 1, 2] [4, 5, 6, 1, 1] [1, 1, 1, 1, 1] : tensor<4x5x6x3x3xf32> to "
             "tensor<4x5x6xf32>") in text
+    assert "[0, 0, 0, 0, 0] [2, 4, 5, 17, 17] [1, 1, 1, 1, 1] : tensor<2x4x5x17x32xf32>" in text
     assert text.count("arith.mulf") == 9 and text.count("arith.addf") == 9
     assert re.search(r"arith.addf %out, %\S+ : f32", text)
     path = tmp_path / "taps.mlir"
     path.write_text(text)
     (summed,) = [op for op in tunable.find(path) if op.kind == tunable.SUMMED]
-    assert [summed.size(d) for d in ("batch", "m", "n", "k")] == [4, 5, 2 * 17 * 17, 6]
-    assert summed.products == 9 and summed.flops == 2 * 4 * 5 * 578 * 6 * 9
+    assert [summed.size(d) for d in ("batch", "m", "n", "k")] == [4, 5, 2 * 17 * 32, 6]
+    assert summed.products == 9 and summed.flops == 2 * 4 * 5 * 1088 * 6 * 9
+    # strided along the height: the slices keep their rows
+    tall = ("tall", "grouped", "tensor<2x4x6x21x21xf32>", "tensor<4x5x6x3x3xf32>",
+            "tensor<2x4x5x10x17xf32>", (2, 1), (1, 2))
+    text, count = rewrites.grouped_taps(module([tall]))
+    assert count == 1 and "[0, 0, 0, 1, 4] [2, 4, 6, 10, 17] [1, 1, 1, 2, 1]" in text
 
 
 def test_a_generic_is_a_sum_of_contractions_only_when_its_body_is_one():
@@ -655,7 +665,8 @@ def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     record = pd.read_csv(tmp_path / "g_rewrites.csv", keep_default_na=False)
     assert list(record["name"]) == ["grouped_taps"] and record["chosen"][0] == "yes"
-    assert re.search(r"^target 0: linalg.generic batch=4 m=8 n=16x16 k=8 .* in \S+_reduction_",
+    # 16 rows of 16, padded to 32 columns (grouped_taps' flattened rows)
+    assert re.search(r"^target 0: linalg.generic batch=4 m=8 n=512 k=8 .* in \S+_reduction_",
                      result.stdout, re.M)
     assert re.search(r"^Tuning spec \S+g_tuning_spec.mlir.*: applies as intended$", result.stdout,
                      re.M)
