@@ -364,17 +364,16 @@ def _grouped_as_taps(op) -> list:
     kernel = ir.RankedTensorType(op.operands[1].type).shape[-2:]
     dilations = _window(op, "dilations")
     row = -(-width // FLAT_ROW) * FLAT_ROW
+    flattened = [[0], [1], [2], [3, 4]]  # the rows and their columns as one dim
     # a row more: the last tap's run of the last output row reaches past the input's last row
     flat = _reshaped(_zero_padded(x, [n, groups, channels, height + 1, row]),
-                     [n, groups, channels, (height + 1) * row], [[0], [1], [2], [3, 4]])
+                     [n, groups, channels, (height + 1) * row], flattened)
     count = out_h * row
     slices = [_slice(flat, [0, 0, 0, kh * dilations[0] * row + kw * dilations[1]],
                      [n, groups, channels, count])
               for kh in range(kernel[0]) for kw in range(kernel[1])]
-    start = _reshaped(_zero_padded(init, [*lead, out_h, row]), [*lead, count],
-                      [[0], [1], [2], [3, 4]])
-    rows = _reshaped(_summed_taps(taps, slices, start, 1), [*lead, out_h, row],
-                     [[0], [1], [2], [3, 4]])
+    start = _reshaped(_zero_padded(init, [*lead, out_h, row]), [*lead, count], flattened)
+    rows = _reshaped(_summed_taps(taps, slices, start, 1), [*lead, out_h, row], flattened)
     return [_slice(rows, [0] * 5, [*lead, out_h, out_w])]
 
 
@@ -1415,8 +1414,11 @@ def _conv3d_as_im2col(op) -> list:
     return [_reshaped(product, list(out_type.shape), [[0], [1], [2, 3, 4]])]
 
 
+_conv3d_takes = _takes(CONV_3D, spatial=3)
+
+
 def conv3d_im2col(text: str) -> tuple[str, int]:
-    return _rewrite(text, _takes(CONV_3D, spatial=3), _conv3d_as_im2col)
+    return _rewrite(text, _conv3d_takes, _conv3d_as_im2col)
 
 
 def _conv3d_as_conv2d(op) -> list:
@@ -1439,11 +1441,10 @@ def _conv3d_as_conv2d(op) -> list:
               for tap in range(taps)]
     joined = tensor.ConcatOp(ir.RankedTensorType.get(
         [n, depth, height, width, taps * channels], x_type.element_type), 4, slices).result
-    images = _reshaped(joined, [n * depth, height, width, taps * channels],
-                       [[0, 1], [2], [3], [4]])
+    rows = [[0, 1], [2], [3], [4]]  # (N OD) H W C
+    images = _reshaped(joined, [n * depth, height, width, taps * channels], rows)
     weights = _reshaped(_permuted(k, [3, 4, 2, 1, 0]),
                         [*k_type.shape[3:], taps * channels, filters], [[0], [1], [2, 3], [4]])
-    rows = [[0, 1], [2], [3], [4]]
     start = _reshaped(_permuted(init, [0, 2, 3, 4, 1]), [n * depth, out_h, out_w, filters], rows)
     window = {a: ir.Attribute.parse(f"dense<{list(v)}> : vector<2xi64>")
               for a, v in (("strides", strides), ("dilations", dilations))}
@@ -1459,7 +1460,7 @@ def _conv3d_spatial_takes(op) -> bool:
     ceiling in a video block, Emerald Rapids)."""
     from iree.compiler import ir
 
-    return (_takes(CONV_3D, spatial=3)(op)
+    return (_conv3d_takes(op)
             and prod(ir.RankedTensorType(op.operands[1].type).shape[3:]) > 1)
 
 
