@@ -79,6 +79,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                     "heads shared by 8 query heads, d 512, RoPE, SwiGLU FFN 1376",
     "unet_resblock": "diffusion UNet residual block: GroupNorm(32), SiLU, 3x3 conv 128->128, "
                      "twice, 32x32, batch 1",
+    "unet_up": "segmentation UNet decoder step: ConvTranspose2d 128->64 2x2 stride 2, 32x32 -> "
+               "64x64, the skip joined, 3x3 conv 128->64 and 64->64, ReLU, batch 1",
     "vit_patch_embed": "vision transformer stem: 224x224 RGB in 16x16 patches (196 tokens of "
                        "192), LayerNorm, GELU MLP 192->768->192",
     "embedding_tower": "recommender tower: 32 x 8 token ids into a 10000 x 64 embedding table, "

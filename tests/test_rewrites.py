@@ -858,7 +858,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     attention in blocks, decomposed and data-tiled (4 blocks of 64 rows failed to compile so
     on this host); a 1-D conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
     into the family's register tile, with ukernels off; a patch embedding's matmul; a 3-D
-    conv's taps joined."""
+    conv's taps joined; a transposed conv's phases."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.flags import CURATED, joined
     from iree_dispatch_profiler.tuning.model.rewrite_search import flags_of
@@ -894,6 +894,11 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
         text, transformed = rewrites.winograd(text)
         assert count == transformed == 1
         return text, []
+    if rewrite == "conv_transpose_phases":  # a UNet's upsampling: a matmul
+        text, count = rewrites.conv_transpose_phases(
+            conv_transpose(1, 32, (8, 8), 16, (2, 2), (2, 2))[0])
+        assert count == 1
+        return text, []
     if rewrite == "global_pool":  # a sum: whole vectors add only with reductions reassociated
         text, count = rewrites.global_pool(adaptive_pool(h=16, w=16))
         assert count == 1
@@ -911,7 +916,8 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
 @pytest.mark.iree
 @pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool",
                                      "packed_matmuls", "patch_matmuls", "cache_attention",
-                                     "conv3d_im2col", "conv3d_as_conv2d"])
+                                     "conv3d_im2col", "conv3d_as_conv2d",
+                                     "conv_transpose_phases"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
@@ -1349,6 +1355,194 @@ def test_the_rewritten_conv3d_computes_numpys_numbers(tools, tmp_path, n, rewrit
         wanted += np.einsum("ncdhw,fc->nfdhw", window, k[:, :, kd, kh, kw])
     results = agreements(tools, tmp_path, (x, k, init), {"rewritten": rewritten, "wrong": wrong},
                          wanted)
+    assert results["rewritten"].ok, results["rewritten"].detail
+    assert not results["wrong"].ok
+
+
+CONV_OPS = {1: "conv_1d_ncw_fcw", 2: "conv_2d_nchw_fchw", 3: "conv_3d_ncdhw_fcdhw"}
+
+
+def conv_transpose(n: int, c: int, size: tuple[int, ...], f: int, kernel: tuple[int, ...],
+                   stride: tuple[int, ...], padding: tuple[int, ...] | None = None,
+                   extra: tuple[int, ...] | None = None, dilation: tuple[int, ...] | None = None,
+                   fill: str = "0.0") -> tuple[str, tuple, list[int]]:
+    """A function of PyTorch's ConvTranspose1d, 2d or 3d (by len(size)) as torch-mlir lowers
+    it (the input inserted `stride` apart into zeros of `fill`, then a stride-1 channels-first
+    conv with its filter as given: torch-mlir's is the weight flipped), its operands' shapes
+    and the input's offsets in the zeros. `extra` is PyTorch's output_padding."""
+    dims = len(size)
+    padding, extra, dilation = (v or (default,) * dims for v, default in
+                                ((padding, 0), (extra, 0), (dilation, 1)))
+    offsets = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding)]
+    stuffed = [(s - 1) * t + 1 + 2 * o + e for s, t, o, e in zip(size, stride, offsets, extra)]
+    out = [z - d * (k - 1) for z, d, k in zip(stuffed, dilation, kernel)]
+    shapes = ((n, c, *size), (f, c, *kernel), (n, f, *out))
+    x, k, o, z = (f"tensor<{'x'.join(map(str, shape))}xf32>"
+                  for shape in (*shapes, (n, c, *stuffed)))
+
+    def listed(values) -> str:
+        return ", ".join(map(str, values))
+    return (f"func.func @main(%x: {x}, %k: {k}, %o: {o}) -> {o} {{\n"
+            f"  %zero = arith.constant {fill} : f32\n  %e = tensor.empty() : {z}\n"
+            f"  %z = linalg.fill ins(%zero : f32) outs(%e : {z}) -> {z}\n"
+            f"  %s = tensor.insert_slice %x into %z[0, 0, {listed(offsets)}] [{listed(shapes[0])}]"
+            f" [1, 1, {listed(stride)}] : {x} into {z}\n"
+            f"  %r = linalg.{CONV_OPS[dims]} {{dilations = dense<[{listed(dilation)}]> : "
+            f"vector<{dims}xi64>, strides = dense<1> : vector<{dims}xi64>}} ins(%s, %k : {z}, {k}) "
+            f"outs(%o : {o}) -> {o}\n  return %r : {o}\n}}\n"), shapes, offsets
+
+
+def test_conv_transpose_phases_takes_torch_mlirs_transposed_convs_only():
+    """A UNet's upsampling (2x2, stride 2) becomes one matmul of the 4 phases' stacked filters
+    (4 x 16 rows of 8 channels) by the input's positions; a GAN's 4x4 stride-2 (padding 1), a 3x3
+    conv over the input of the 4 phases' filters (each phase's 2x2 taps at its shifts), as does
+    a batch of 2; a vocoder's 1-D kernel 8 of stride 4, a 1-D conv of span 3 (which conv1d_taps
+    then takes). A conv over an input inserted into ones, or with unit strides (a plain
+    padded conv), or a conv strided itself, is left alone."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.tuning.model import rewrite_search
+
+    text, count = rewrites.conv_transpose_phases(conv_transpose(1, 8, (5, 6), 16, (2, 2), (2, 2))[0])
+    assert count == 1 and "conv_2d" not in text and "tensor.insert_slice %x" not in text
+    assert re.search(r"linalg.matmul ins\(%\S+, %\S+ : tensor<64x8xf32>, tensor<8x30xf32>\)",
+                     text)
+    assert "permutation = [0, 1, 4, 2, 5, 3]" in text  # the phases interleaved
+    for n in (1, 2):
+        text, count = rewrites.conv_transpose_phases(
+            conv_transpose(n, 8, (5, 6), 16, (4, 4), (2, 2), (1, 1))[0])
+        assert count == 1 and re.search(
+            rf"linalg.conv_2d_nchw_fchw .* ins\(%\S+, %\S+ : tensor<{n}x8x7x8xf32>, "
+            rf"tensor<64x8x3x3xf32>\) outs\(%\S+ : tensor<{n}x64x5x6xf32>\)", text)
+    vocoder = conv_transpose(1, 8, (50,), 16, (8,), (4,), (2,))[0]
+    text, count = rewrites.conv_transpose_phases(vocoder)
+    assert count == 1 and re.search(r"linalg.conv_1d_ncw_fcw .* ins\(%\S+, %\S+ : "
+                                    r"tensor<1x8x52xf32>, tensor<64x8x3xf32>\)", text)
+    joined = rewrite_search.candidates(vocoder, AVX512)  # first in the list: conv1d_taps after
+    assert any(name.startswith("conv_transpose_phases+conv1d_taps") for name in joined), joined
+    ones = conv_transpose(1, 8, (5, 6), 16, (2, 2), (2, 2), fill="1.0")[0]
+    unit = conv_transpose(1, 8, (5, 6), 16, (3, 3), (1, 1), (1, 1))[0]
+    strided = unit.replace("strides = dense<1>", "strides = dense<2>").replace(
+        "tensor<1x16x5x6xf32>", "tensor<1x16x3x3xf32>")
+    for left in (ones, unit, strided):
+        assert rewrites.conv_transpose_phases(left) == (left, 0)
+
+
+# batch, input size, kernel, stride, padding, output_padding, dilation: a UNet's upsampling (a
+# matmul at batch 1, a batched contraction at 2), a GAN's 4x4 stride 2, odd ones (stride 3 with
+# output padding: outputs past the last phase's; unequal strides; a dilation), a vocoder's 1-D
+# (kernel 8, stride 4) and a 3-D UNet's upsampling
+CONV_TRANSPOSES = [(1, (5, 7), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1)),
+                   (2, (5, 7), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1)),
+                   (2, (5, 7), (4, 4), (2, 2), (1, 1), (0, 0), (1, 1)),
+                   (1, (5, 7), (5, 3), (3, 2), (2, 1), (2, 1), (1, 2)),
+                   (1, (13,), (8,), (4,), (2,), (0,), (1,)),
+                   (2, (3, 4, 5), (2, 2, 2), (2, 2, 2), (0, 0, 0), (0, 0, 0), (1, 1, 1))]
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("n, size, kernel, stride, padding, extra, dilation", CONV_TRANSPOSES)
+def test_the_rewritten_conv_transpose_computes_numpys_numbers(tools, tmp_path, n, size, kernel,
+                                                              stride, padding, extra, dilation):
+    """Into a random accumulator, IREE runs the rewritten transposed conv to numpy's
+    convolution over the zero-stuffed input; with the first two taps stacked each at the
+    other's phase and shift, it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, shapes, offsets = conv_transpose(n, 6, size, 4, kernel, stride, padding, extra,
+                                           dilation)
+    rewritten, count = rewrites.conv_transpose_phases(text)
+    assert count == 1
+    first, second = re.findall(r"tensor.insert_slice (%\S+) into .* : tensor<4x6xf32> into",
+                               rewritten)[:2]  # taps of 4 filters x 6 channels
+    wrong = re.sub(rf"insert_slice ({first}|{second}) into", lambda m: "insert_slice "
+                   f"{second if m.group(1) == first else first} into", rewritten)
+    assert wrong != rewritten
+    rng = np.random.default_rng(0)
+    x, k, init = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
+    out = shapes[2][2:]
+    stuffed = np.zeros((n, 6, *(o + d * (t - 1) for o, d, t in zip(out, dilation, kernel))))
+    spread = tuple(slice(o, o + s * (i - 1) + 1, s) for o, s, i in zip(offsets, stride, size))
+    stuffed[(slice(None), slice(None), *spread)] = x
+    wanted = init.astype(np.float64)
+    for tap in np.ndindex(*kernel):
+        window = stuffed[(slice(None), slice(None),
+                          *(slice(t * d, t * d + o) for t, d, o in zip(tap, dilation, out)))]
+        wanted += np.einsum("nc...,fc->nf...", window, k[(slice(None), slice(None), *tap)])
+    results = agreements(tools, tmp_path, (x, k, init), {"rewritten": rewritten, "wrong": wrong},
+                         wanted)
+    assert results["rewritten"].ok, results["rewritten"].detail
+    assert not results["wrong"].ok
+
+
+def nearest(shape: tuple[int, ...], out: tuple[int, ...], divisors: tuple[float, ...],
+            read_from: tuple[int, ...] | None = None) -> str:
+    """A function of PyTorch's nearest-neighbour upsampling as torch-mlir lowers it: a generic
+    of no inputs gathering each output from the source with tensor.extract at index
+    min(max(floor(i / divisor), 0), size - 1) of each scaled dim's loop i (of `read_from`'s
+    loop where given)."""
+    x, o = (f"tensor<{'x'.join(map(str, t))}xf32>" for t in (shape, out))
+    rank = len(shape)
+    loops = ", ".join(f"d{i}" for i in range(rank))
+    body, indices = "", []
+    for dim in range(rank):
+        body += f"    %i{dim} = linalg.index {dim} : index\n"
+    for dim in range(rank):
+        if dim < rank - len(divisors):
+            indices.append(f"%i{dim}")
+            continue
+        loop = dim if read_from is None else read_from[dim]
+        body += (f"    %a{dim} = arith.index_cast %i{loop} : index to i64\n"
+                 f"    %b{dim} = arith.sitofp %a{dim} : i64 to f32\n"
+                 f"    %c{dim} = arith.divf %b{dim}, %s{dim} : f32\n"
+                 f"    %d{dim} = math.floor %c{dim} : f32\n"
+                 f"    %e{dim} = arith.maximumf %d{dim}, %zero : f32\n"
+                 f"    %f{dim} = arith.minimumf %e{dim}, %m{dim} : f32\n"
+                 f"    %g{dim} = arith.fptosi %f{dim} : f32 to i64\n"
+                 f"    %h{dim} = arith.index_cast %g{dim} : i64 to index\n")
+        indices.append(f"%h{dim}")
+    constants = "".join(f"  %s{rank - len(divisors) + i} = arith.constant {d} : f32\n"
+                        f"  %m{rank - len(divisors) + i} = arith.constant "
+                        f"{float(shape[rank - len(divisors) + i] - 1)} : f32\n"
+                        for i, d in enumerate(divisors))
+    parallel = ", ".join(['"parallel"'] * rank)
+    return (f"func.func @main(%x: {x}) -> {o} {{\n  %zero = arith.constant 0.0 : f32\n"
+            f"{constants}  %empty = tensor.empty() : {o}\n"
+            f"  %r = linalg.generic {{indexing_maps = [affine_map<({loops}) -> ({loops})>], "
+            f"iterator_types = [{parallel}]}} outs(%empty : {o}) {{\n"
+            f"  ^bb0(%out: f32):\n{body}"
+            f"    %v = tensor.extract %x[{', '.join(indices)}] : {x}\n"
+            f"    linalg.yield %v : f32\n  }} -> {o}\n  return %r : {o}\n}}\n")
+
+
+def test_nearest_upsample_takes_gathers_by_whole_factors_only():
+    """PyTorch's nearest upsampling by 3 and 2 becomes a broadcast into 2x3x4x3x5x2 and a
+    reshape, with no gather left; by 1.5 (6 rows from 4), or with the rows' index computed from
+    the columns' loop, or 1-D by 4, left alone where it is not a whole factor of each dim."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    text, count = rewrites.nearest_upsample(nearest((2, 3, 4, 5), (2, 3, 12, 10), (3.0, 2.0)))
+    assert count == 1 and "tensor.extract" not in text
+    assert "tensor<2x3x4x3x5x2xf32> into tensor<2x3x12x10xf32>" in text
+    assert rewrites.nearest_upsample(nearest((1, 4, 10), (1, 4, 40), (4.0,)))[1] == 1
+    for left in (nearest((1, 3, 4, 4), (1, 3, 6, 8), (1.5, 2.0)),
+                 nearest((1, 3, 4, 4), (1, 3, 8, 8), (2.0, 2.0), read_from=(0, 1, 3, 3))):
+        assert rewrites.nearest_upsample(left) == (left, 0)
+
+
+@pytest.mark.iree
+def test_the_rewritten_nearest_upsample_computes_numpys_numbers(tools, tmp_path):
+    """IREE runs the rewritten upsampling to numpy's repeat along each scaled dim; with the
+    broadcast reading the source's rows and columns swapped, it does not."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    rewritten, count = rewrites.nearest_upsample(nearest((2, 3, 4, 4), (2, 3, 8, 12),
+                                                         (2.0, 3.0)))
+    right = "-> (d0, d1, d2, d4)>"
+    wrong = rewritten.replace(right, "-> (d0, d1, d4, d2)>")
+    assert count == 1 and right in rewritten
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    results = agreements(tools, tmp_path, (x,), {"rewritten": rewritten, "wrong": wrong},
+                         x.repeat(2, axis=2).repeat(3, axis=3))
     assert results["rewritten"].ok, results["rewritten"].detail
     assert not results["wrong"].ok
 

@@ -103,7 +103,18 @@ the input where im2col makes a KD*KH*KW-fold one, and a 2-D conv, which IREE run
 vector code (and Winograd, after it in the list, takes). The same block, in one session:
 6.63 ms, conv3d_im2col 51.1 ms, and with Winograd 7.79 ms (at 48 and 96 channels its
 transforms cost more than the products they save); tuned, 5.78 ms a call against PyTorch
-eager's 32.8 ms, its 2-D convs at 273 GFLOP/s."""
+eager's 32.8 ms, its 2-D convs at 273 GFLOP/s.
+
+The thirteenth, conv_transpose_phases, takes PyTorch's ConvTranspose1d, 2d and 3d (UNet
+decoders, GAN generators, vocoders), which torch-mlir lowers to a conv over the input spread
+stride apart in zeros: stride^2 times the products (2-D), most of them of zeros. Each output phase (its position modulo the
+stride) is reached by its own taps, at input shifts the phases share: one conv over the input
+itself with the phases' filters stacked (a matmul where the kernel is the stride), then the
+phases interleaved. The fourteenth, nearest_upsample, takes nearest-neighbour upsampling by
+whole factors, which torch-mlir lowers to a gather (tensor.extract at an index computed from
+the loop indices: scalar code), as a broadcast of each element to its block; it evaluates the
+index computation over every loop index to know the factors (1x128x64x64 by 2: 2.3-3.2 ->
+0.87-0.97 ms, Zen 4, one session)."""
 from __future__ import annotations
 
 import itertools
@@ -460,17 +471,19 @@ def _zeros(shape: list[int], element):
     return linalg.fill(arith.constant(element, 0.0), outs=[tensor.EmptyOp(shape, element).result])
 
 
-def _zero_padded(value, shape: list[int]):
-    """`value` widened to `shape` by zeros after it in each dimension (a tensor.pad: IREE
-    3.13 folded an insert_slice into zeros, of a transposed pad, into an invalid one)."""
+def _zero_padded(value, shape: list[int], low: list[int] | None = None):
+    """`value` widened to `shape` by zeros: `low` before it in each dimension (none unless
+    given), the rest after (a tensor.pad: IREE 3.13 folded an insert_slice into zeros, of a
+    transposed pad, into an invalid one)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, tensor
 
     source = ir.RankedTensorType(value.type)
     if list(source.shape) == shape:
         return value
-    pad = tensor.PadOp(ir.RankedTensorType.get(shape, source.element_type), value, [], [],
-                       [0] * len(shape), [s - d for s, d in zip(shape, source.shape)])
+    low = low or [0] * len(shape)
+    pad = tensor.PadOp(ir.RankedTensorType.get(shape, source.element_type), value, [], [], low,
+                       [s - d - b for s, d, b in zip(shape, source.shape, low)])
     block = pad.regions[0].blocks.append(*[ir.IndexType.get()] * len(shape))
     with ir.InsertionPoint(block):
         tensor.YieldOp(arith.constant(source.element_type, 0.0))
@@ -1381,10 +1394,9 @@ def conv1d_taps(text: str) -> tuple[str, int]:
 def _conv3d_as_im2col(op) -> list:
     """A 3-D convolution as its taps' (strided, dilated) slices joined along the channels
     (N x (taps C) x OD x OH x OW, tap-major) and one contraction with the filter reordered to
-    F x (taps C): a matmul at batch 1 (which packed_matmuls and data tiling take), a batched
-    contraction otherwise."""
+    F x (taps C) (_filters_by_columns)."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import linalg, tensor
 
     x, k, init = op.operands
     k_type, out_type = ir.RankedTensorType(k.type), ir.RankedTensorType(init.type)
@@ -1400,18 +1412,28 @@ def _conv3d_as_im2col(op) -> list:
         permutation=[0, 2, 3, 4, 1])
     matrix = _reshaped(reordered.results[0], [filters, depth], [[0], [1, 2, 3, 4]])
     flat = _reshaped(init, [n, filters, count], [[0], [1], [2, 3, 4]])
+    product = _filters_by_columns(matrix, columns, flat)
+    return [_reshaped(product, list(out_type.shape), [[0], [1], [2, 3, 4]])]
+
+
+def _filters_by_columns(matrix, columns, init):
+    """init (N x F x P) + matrix (F x D) times columns (N x D x P), per batch: a named matmul
+    at batch 1 (which packed_matmuls and data tiling take), a batched contraction otherwise."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg
+
+    n, filters, count = ir.RankedTensorType(init.type).shape
+    depth = ir.RankedTensorType(matrix.type).shape[1]
     if n == 1:
         rows = [[0, 1], [2]]
         product = linalg.matmul(matrix, _reshaped(columns, [depth, count], rows),
-                                outs=[_reshaped(flat, [filters, count], rows)])
-        product = _reshaped(product, [n, filters, count], rows)
-    else:
-        d = [ir.AffineDimExpr.get(i) for i in range(4)]  # n, f, positions, then the depth
-        maps = [ir.AffineMap.get(4, 0, [d[1], d[3]]), ir.AffineMap.get(4, 0, [d[0], d[3], d[2]]),
-                ir.AffineMap.get(4, 0, d[:3])]
-        product = _generic([matrix, columns], maps, flat, 1, lambda args, total: arith.addf(
-            total, arith.mulf(args[0], args[1]))).result
-    return [_reshaped(product, list(out_type.shape), [[0], [1], [2, 3, 4]])]
+                                outs=[_reshaped(init, [filters, count], rows)])
+        return _reshaped(product, [n, filters, count], rows)
+    d = [ir.AffineDimExpr.get(i) for i in range(4)]  # n, f, positions, then the depth
+    maps = [ir.AffineMap.get(4, 0, [d[1], d[3]]), ir.AffineMap.get(4, 0, [d[0], d[3], d[2]]),
+            ir.AffineMap.get(4, 0, d[:3])]
+    return _generic([matrix, columns], maps, init, 1, lambda args, total: arith.addf(
+        total, arith.mulf(args[0], args[1]))).result
 
 
 _conv3d_takes = _takes(CONV_3D, spatial=3)
@@ -1466,6 +1488,235 @@ def _conv3d_spatial_takes(op) -> bool:
 
 def conv3d_as_conv2d(text: str) -> tuple[str, int]:
     return _rewrite(text, _conv3d_spatial_takes, _conv3d_as_conv2d)
+
+
+def _zero_stuffed(value) -> tuple[Any, list[int], list[int]] | None:
+    """Of torch-mlir's transposed convolution's input, the input inserted `stride` apart into
+    zeros: the input, its offsets and its strides along its spatial dims; None otherwise."""
+    from iree.compiler import ir
+
+    if isinstance(value.owner, ir.Block) or value.owner.name != "tensor.insert_slice":
+        return None
+    insert = value.owner
+    if len(insert.operands) != 2:  # offsets, sizes or strides of SSA values
+        return None
+    source, dest = insert.operands
+    offsets, sizes, strides = (_array_ints(insert.attributes[f"static_{a}"])
+                               for a in ("offsets", "sizes", "strides"))
+    if (isinstance(dest.owner, ir.Block) or dest.owner.name != "linalg.fill"
+            or _constant(dest.owner.operands[0]) != 0.0
+            or sizes != list(ir.RankedTensorType(source.type).shape)
+            or offsets[:2] != [0, 0] or strides[:2] != [1, 1] or max(strides) == 1):
+        return None
+    return source, offsets[2:], strides[2:]
+
+
+# channels-first convs by their spatial dims: PyTorch's Conv1d, Conv2d and Conv3d
+CHANNELS_FIRST = {1: CONV_1D, 2: "linalg.conv_2d_nchw_fchw", 3: CONV_3D}
+
+
+def _transposed_takes(op) -> bool:
+    """A static float channels-first conv of unit stride over a zero-stuffed input
+    (_zero_stuffed): PyTorch's ConvTranspose1d, 2d or 3d as torch-mlir lowers it."""
+    spatial = {name: dims for dims, name in CHANNELS_FIRST.items()}.get(op.name)
+    return (spatial is not None and len(op.operands) == 3
+            and _static_types(op, "FloatType") is not None
+            and _window(op, "strides", spatial) == [1] * spatial
+            and _zero_stuffed(op.operands[0]) is not None)
+
+
+def _phase_shifts(kernel: int, offset: int, stride: int, dilation: int) -> list[tuple[int, int]]:
+    """Along one dim of a conv over an input `stride` apart from `offset` in zeros: each tap's
+    output phase a (the outputs stride*u + a it reaches) and the input row it reads there,
+    u + shift; the only taps that meet an input row at those outputs."""
+    reach = [tap * dilation - offset for tap in range(kernel)]
+    return [(-r % stride, (-r % stride + r) // stride) for r in reach]
+
+
+def _transposed_as_phases(op) -> list:
+    """A transposed convolution as one conv over its input (no zeros) with a filter per output
+    phase, stacked along the filters: each output phase (its position modulo the stride) is
+    reached by its own taps, which read the input at shifts the phases share. The kernel is the
+    shifts' span (1 wide where the kernel is the stride, a UNet's upsampling: a matmul), the
+    stacked filter zero where a phase has no tap at a shift; the phases are then interleaved.
+    torch-mlir's conv multiplies the zeros between the input's rows and columns too: stride^k
+    times the work of a kernel the stride's size."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg, tensor
+
+    stuffed, k, init = op.operands
+    taken = _zero_stuffed(stuffed)
+    assert taken is not None  # as _transposed_takes found it
+    x, offsets, strides = taken
+    n, channels, *size = ir.RankedTensorType(x.type).shape
+    filters, _, *kernel = ir.RankedTensorType(k.type).shape
+    out = ir.RankedTensorType(init.type).shape[2:]
+    dims = len(out)
+    shifts = [_phase_shifts(*dim) for dim in zip(kernel, offsets, strides,
+                                                  _window(op, "dilations", dims))]
+    first = [min(d for _, d in dim) for dim in shifts]
+    span = [max(d for _, d in dim) - f + 1 for dim, f in zip(shifts, first)]
+    steps = [-(-o // s) for o, s in zip(out, strides)]  # outputs per phase, u
+    phases = filters * prod(strides)
+    element = ir.RankedTensorType(k.type).element_type
+    # the stacked filter F x strides x C x span, each tap at its phase and shift
+    stacked = _zeros([filters, *strides, channels, *span], element)
+    places = list(itertools.product(*(enumerate(dim) for dim in shifts)))
+    taps = [_slice(k, [0, 0, *(tap for tap, _ in place)], [filters, channels, *[1] * dims],
+                   shape=[filters, channels]) for place in places]
+    for tap, place in zip(taps, places):
+        at = [(a, d - f) for (_, (a, d)), f in zip(place, first)]
+        stacked = tensor.InsertSliceOp(tap, stacked, [], [], [],
+                                       [0, *(a for a, _ in at), 0, *(d for _, d in at)],
+                                       [filters, *[1] * dims, channels, *[1] * dims],
+                                       [1] * (2 + 2 * dims)).result
+    stacked_groups = [list(range(1 + dims)), *([d] for d in range(1 + dims, 2 + 2 * dims))]
+    weights = _reshaped(stacked, [phases, channels, *span], stacked_groups)
+    # the input's rows u + first .. u + first + span - 1 for every u: zeros where out of range
+    reach = [s + p - 1 for s, p in zip(steps, span)]
+    low = [max(0, -f) for f in first]
+    start = [max(0, f) for f in first]
+    padded = _zero_padded(x, [n, channels, *(max(r + s, z + b) for r, s, z, b in
+                                               zip(reach, start, size, low))], [0, 0, *low])
+    image = _slice(padded, [0, 0, *start], [n, channels, *reach])
+    # the accumulator and the result: N x F x (U SH) x .. against N x (F SH ..) x U x ..
+    interleaved = [[0], [1], *([2 + 2 * d, 3 + 2 * d] for d in range(dims))]
+    whole = [n, filters, *(u * s for u, s in zip(steps, strides))]
+    split = [n, filters, *itertools.chain(*zip(steps, strides))]  # N F U SH V SW ..
+    by_phase = _permuted(_reshaped(_zero_padded(init, whole), split, interleaved),
+                         [0, 1, *(3 + 2 * d for d in range(dims)), *(2 + 2 * d for d in range(dims))])
+    phase_groups = [[0], list(range(1, 2 + dims)), *([d] for d in range(2 + dims, 2 + 2 * dims))]
+    start_acc = _reshaped(by_phase, [n, phases, *steps], phase_groups)
+    if span == [1] * dims:
+        positions = [[0], [1], list(range(2, 2 + dims))]
+        product = _reshaped(_filters_by_columns(
+            _reshaped(weights, [phases, channels], [[0], list(range(1, 2 + dims))]),
+            _reshaped(image, [n, channels, prod(steps)], positions),
+            _reshaped(start_acc, [n, phases, prod(steps)], positions)),
+            [n, phases, *steps], positions)
+    else:
+        unit = ir.Attribute.parse(f"dense<1> : vector<{dims}xi64>")
+        conv = getattr(linalg, CHANNELS_FIRST[dims].removeprefix("linalg."))
+        product = conv(image, weights, outs=[start_acc], strides=unit, dilations=unit)
+    back = [0, 1, *itertools.chain(*((2 + dims + d, 2 + d) for d in range(dims)))]
+    result = _reshaped(_permuted(_reshaped(product, [n, filters, *strides, *steps],
+                                           phase_groups), back), whole, interleaved)
+    return [result if whole[2:] == out else _slice(result, [0] * (2 + dims), [n, filters, *out])]
+
+
+def conv_transpose_phases(text: str) -> tuple[str, int]:
+    return _rewrite(text, _transposed_takes, _transposed_as_phases)
+
+
+# the arith and math ops of an index computation, on numpy arrays
+_INDEX_ARITHMETIC = {"arith.addf": "add", "arith.subf": "subtract", "arith.mulf": "multiply",
+                     "arith.divf": "divide", "arith.addi": "add", "arith.subi": "subtract",
+                     "arith.muli": "multiply", "arith.floordivsi": "floor_divide",
+                     "arith.maximumf": "maximum", "arith.minimumf": "minimum",
+                     "arith.maxsi": "maximum", "arith.minsi": "minimum", "math.floor": "floor",
+                     "math.ceil": "ceil"}
+
+
+def _evaluated(value, sizes: list[int], body) -> Any:
+    """An index computation in a generic's `body` at every point of its loops (of `sizes`), a
+    numpy array broadcast over them; None where it reads anything but the loop indices and
+    constants, or an op it does not know."""
+    import numpy as np
+    from iree.compiler import ir
+
+    if isinstance(value.owner, ir.Block):
+        return None
+    op = value.owner
+    if op.name == "linalg.index":
+        dim = ir.IntegerAttr(op.attributes["dim"]).value
+        return np.arange(sizes[dim]).reshape([-1 if d == dim else 1 for d in range(len(sizes))])
+    if op.name == "arith.constant":
+        attribute = op.attributes["value"]
+        if isinstance(attribute, ir.FloatAttr):
+            return np.float32(ir.FloatAttr(attribute).value)
+        return (np.int64(ir.IntegerAttr(attribute).value)
+                if isinstance(attribute, ir.IntegerAttr) else None)
+    if op.parent != body.owner:  # a value of the enclosing function: not the loops'
+        return None
+    operands = [_evaluated(v, sizes, body) for v in op.operands]
+    if any(o is None for o in operands):
+        return None
+    with np.errstate(all="ignore"):
+        if op.name in _INDEX_ARITHMETIC:
+            return getattr(np, _INDEX_ARITHMETIC[op.name])(*operands)
+        if op.name in ("arith.index_cast", "arith.fptosi"):  # fptosi rounds toward zero
+            return np.trunc(operands[0]).astype(np.int64)
+        if op.name == "arith.sitofp" and isinstance(op.results[0].type, ir.F32Type):
+            return np.asarray(operands[0]).astype(np.float32)
+    return None
+
+
+def _upsampled(op) -> tuple[Any, list[int]] | None:
+    """Of torch-mlir's nearest-neighbour upsampling (a generic of no inputs whose body yields
+    an element of its source gathered with tensor.extract, at indices computed from its loop
+    indices alone): the source and each dim's integer scale, where each index is the output's
+    along the same dim divided by the scale (PyTorch's floor(out * in / out)); None otherwise."""
+    import numpy as np
+    from iree.compiler import ir
+
+    if (op.name != "linalg.generic" or len(op.operands) != 1 or len(op.results) != 1
+            or not ir.RankedTensorType(op.results[0].type).has_static_shape):
+        return None
+    body = op.regions[0].blocks[0]
+    yielded = list(body.operations)[-1].operands
+    if (len(yielded) != 1 or isinstance(yielded[0].owner, ir.Block)
+            or yielded[0].owner.name != "tensor.extract"):
+        return None
+    extract = yielded[0].owner
+    source, *indices = extract.operands
+    sizes = list(ir.RankedTensorType(op.results[0].type).shape)
+    source_type = ir.RankedTensorType(source.type)
+    if not source_type.has_static_shape or source_type.rank != len(sizes):
+        return None
+    scales = []
+    for dim, (index, size, given) in enumerate(zip(indices, sizes, source_type.shape)):
+        table = _evaluated(index, sizes, body)
+        if table is None or size % given:
+            return None
+        table = np.asarray(table)
+        if any(n > 1 for d, n in enumerate(table.shape) if d != dim):  # of other dims too
+            return None
+        scale = size // given
+        if not np.array_equal(np.broadcast_to(table.reshape(-1), [size]),
+                              np.arange(size) // scale):
+            return None
+        scales.append(scale)
+    return (source, scales) if any(s > 1 for s in scales) else None
+
+
+def _upsample_as_broadcast(op) -> list:
+    """The upsampling as a broadcast: each source element copied to its scale's block of
+    outputs (each scaled dim split in two, the source's and its copies'), which IREE
+    vectorizes, where it runs the gather as scalar code."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    taken = _upsampled(op)
+    assert taken is not None  # as nearest_upsample found it
+    source, scales = taken
+    given = ir.RankedTensorType(source.type)
+    shape: list[int] = []
+    groups: list[list[int]] = []
+    kept: list[int] = []
+    for size, scale in zip(given.shape, scales):
+        kept.append(len(shape))
+        groups.append(list(range(len(shape), len(shape) + (2 if scale > 1 else 1))))
+        shape += [size, scale] if scale > 1 else [size]
+    d = [ir.AffineDimExpr.get(i) for i in range(len(shape))]
+    copied = _generic([source], [ir.AffineMap.get(len(shape), 0, [d[i] for i in kept]),
+                                 ir.AffineMap.get_identity(len(shape))],
+                      tensor.EmptyOp(shape, given.element_type).result, 0,
+                      lambda args, _: args[0]).results[0]
+    return [_reshaped(copied, list(ir.RankedTensorType(op.results[0].type).shape), groups)]
+
+
+def nearest_upsample(text: str) -> tuple[str, int]:
+    return _rewrite(text, lambda op: _upsampled(op) is not None, _upsample_as_broadcast)
 
 
 def global_pool(text: str) -> tuple[str, int]:
@@ -1639,6 +1890,13 @@ def packed_matmuls(text: str, cpu: CpuTarget) -> tuple[str, int]:
 
 
 REWRITES = (
+    # first: the rewrites after it take the convs it writes (winograd, conv1d_taps,
+    # conv3d_as_conv2d), and packed_matmuls its matmuls
+    Rewrite("conv_transpose_phases", "transposed convolutions (PyTorch's ConvTranspose1d, 2d, "
+            "3d: UNet decoders, GAN generators, vocoders) as one conv over the input with the "
+            "filter of each output phase stacked (a matmul where the kernel is the stride) and "
+            "the phases interleaved: torch-mlir's lowering convolves the input spread stride "
+            "apart in zeros, stride^2 times the work in 2-D", conv_transpose_phases),
     Rewrite("depthwise_taps", "depthwise convolutions as sums of their kernel taps: one "
             "elementwise op that vectorizes along the width, where IREE runs PyTorch's NCHW "
             "depthwise convolution as scalar code", depthwise_taps),
@@ -1700,6 +1958,10 @@ REWRITES = (
             # its two Linear layers (1.03x [1.03, 1.03]), where under im2col and data tiling
             # the rewritten model ran 1.16x [1.06, 1.26] faster than the model's own source
             under=("data_tiling_early", "im2col_data_tiling")),
+    Rewrite("nearest_upsample", "nearest-neighbour upsampling by whole factors (PyTorch's "
+            "interpolate, Upsample: diffusion UNets, YOLO, FPN) as a broadcast of each element "
+            "to its block: torch-mlir's lowering gathers each output with tensor.extract, which "
+            "IREE runs as scalar code", nearest_upsample),
     Rewrite("global_pool", "global pooling (PyTorch's adaptive pooling to 1x1) reading its "
             "input in place: torch-mlir's lowering gathers each element from a padded copy, "
             "which IREE runs as scalar code", global_pool),

@@ -253,6 +253,17 @@ class GroupNormResBlock(torch.nn.Module):
         return x + f.conv2d(f.silu(f.group_norm(h, 32, n2w, n2b)), c2w, c2b, padding=1)
 
 
+class UpBlock(torch.nn.Module):
+    """A segmentation UNet's decoder step: a ConvTranspose2d 2x2 of stride 2 doubles the image
+    and halves the channels, the encoder's skip is joined to it, then 3x3 conv and ReLU,
+    twice."""
+
+    def forward(self, x, skip, uw, ub, c1w, c1b, c2w, c2b):
+        f = torch.nn.functional
+        h = torch.cat([f.conv_transpose2d(x, uw, ub, stride=2), skip], 1)
+        return f.relu(f.conv2d(f.relu(f.conv2d(h, c1w, c1b, padding=1)), c2w, c2b, padding=1))
+
+
 class PatchEmbedding(torch.nn.Module):
     """A vision transformer's stem: 16x16 patches by a stride-16 convolution, tokens, LayerNorm,
     a GELU MLP and the skip."""
@@ -491,6 +502,11 @@ MODELS = {
                                                (128,), (128,), (128,), (128, 128, 3, 3), (128,)],
                            BENCHMARKS, "diffusion UNet residual block: GroupNorm(32), SiLU, 3x3 "
                            "conv 128->128, twice, 32x32, batch 1", inputs=1),
+    "unet_up": Model(UpBlock, [(1, 128, 32, 32), (1, 64, 64, 64), (128, 64, 2, 2), (64,),
+                               (64, 128, 3, 3), (64,), (64, 64, 3, 3), (64,)], BENCHMARKS,
+                     "segmentation UNet decoder step: ConvTranspose2d 128->64 2x2 stride 2, "
+                     "32x32 -> 64x64, the skip joined, 3x3 conv 128->64 and 64->64, ReLU, batch 1",
+                     inputs=2),
     "vit_patch_embed": Model(PatchEmbedding, [(1, 3, 224, 224), (192, 3, 16, 16), (192,), (192,),
                                               (192,), (768, 192), (768,), (192, 768), (192,)],
                              BENCHMARKS, "vision transformer stem: 224x224 RGB in 16x16 patches "

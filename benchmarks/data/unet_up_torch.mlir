@@ -1,0 +1,64 @@
+module @module {
+  util.global private @__auto.uw = #flow.parameter.named<"model"::"uw"> : tensor<128x64x2x2xf32>
+  util.global private @__auto.ub = #flow.parameter.named<"model"::"ub"> : tensor<64xf32>
+  util.global private @__auto.c1w = #flow.parameter.named<"model"::"c1w"> : tensor<64x128x3x3xf32>
+  util.global private @__auto.c1b = #flow.parameter.named<"model"::"c1b"> : tensor<64xf32>
+  util.global private @__auto.c2w = #flow.parameter.named<"model"::"c2w"> : tensor<64x64x3x3xf32>
+  util.global private @__auto.c2b = #flow.parameter.named<"model"::"c2b"> : tensor<64xf32>
+  func.func @main(%arg0: !torch.vtensor<[1,128,32,32],f32>, %arg1: !torch.vtensor<[1,64,64,64],f32>) -> !torch.vtensor<[1,64,64,64],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %__auto.uw = util.global.load @__auto.uw : tensor<128x64x2x2xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.uw : tensor<128x64x2x2xf32> -> !torch.vtensor<[128,64,2,2],f32>
+    %__auto.ub = util.global.load @__auto.ub : tensor<64xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.ub : tensor<64xf32> -> !torch.vtensor<[64],f32>
+    %int2 = torch.constant.int 2
+    %int2_0 = torch.constant.int 2
+    %2 = torch.prim.ListConstruct %int2, %int2_0 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int0 = torch.constant.int 0
+    %int0_1 = torch.constant.int 0
+    %3 = torch.prim.ListConstruct %int0, %int0_1 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int0_2 = torch.constant.int 0
+    %int0_3 = torch.constant.int 0
+    %4 = torch.prim.ListConstruct %int0_2, %int0_3 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1 = torch.constant.int 1
+    %int1_4 = torch.constant.int 1
+    %int1_5 = torch.constant.int 1
+    %5 = torch.prim.ListConstruct %int1_4, %int1_5 : (!torch.int, !torch.int) -> !torch.list<int>
+    %6 = torch.aten.conv_transpose2d.input %arg0, %0, %1, %2, %3, %4, %int1, %5 : !torch.vtensor<[1,128,32,32],f32>, !torch.vtensor<[128,64,2,2],f32>, !torch.vtensor<[64],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int, !torch.list<int> -> !torch.vtensor<[1,64,64,64],f32>
+    %7 = torch.prim.ListConstruct %6, %arg1 : (!torch.vtensor<[1,64,64,64],f32>, !torch.vtensor<[1,64,64,64],f32>) -> !torch.list<vtensor>
+    %int1_6 = torch.constant.int 1
+    %8 = torch.aten.cat %7, %int1_6 : !torch.list<vtensor>, !torch.int -> !torch.vtensor<[1,128,64,64],f32>
+    %__auto.c1w = util.global.load @__auto.c1w : tensor<64x128x3x3xf32>
+    %9 = torch_c.from_builtin_tensor %__auto.c1w : tensor<64x128x3x3xf32> -> !torch.vtensor<[64,128,3,3],f32>
+    %__auto.c1b = util.global.load @__auto.c1b : tensor<64xf32>
+    %10 = torch_c.from_builtin_tensor %__auto.c1b : tensor<64xf32> -> !torch.vtensor<[64],f32>
+    %int1_7 = torch.constant.int 1
+    %int1_8 = torch.constant.int 1
+    %11 = torch.prim.ListConstruct %int1_7, %int1_8 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_9 = torch.constant.int 1
+    %int1_10 = torch.constant.int 1
+    %12 = torch.prim.ListConstruct %int1_9, %int1_10 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_11 = torch.constant.int 1
+    %int1_12 = torch.constant.int 1
+    %13 = torch.prim.ListConstruct %int1_11, %int1_12 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_13 = torch.constant.int 1
+    %14 = torch.aten.conv2d %8, %9, %10, %11, %12, %13, %int1_13 : !torch.vtensor<[1,128,64,64],f32>, !torch.vtensor<[64,128,3,3],f32>, !torch.vtensor<[64],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,64,64,64],f32>
+    %15 = torch.aten.relu %14 : !torch.vtensor<[1,64,64,64],f32> -> !torch.vtensor<[1,64,64,64],f32>
+    %__auto.c2w = util.global.load @__auto.c2w : tensor<64x64x3x3xf32>
+    %16 = torch_c.from_builtin_tensor %__auto.c2w : tensor<64x64x3x3xf32> -> !torch.vtensor<[64,64,3,3],f32>
+    %__auto.c2b = util.global.load @__auto.c2b : tensor<64xf32>
+    %17 = torch_c.from_builtin_tensor %__auto.c2b : tensor<64xf32> -> !torch.vtensor<[64],f32>
+    %int1_14 = torch.constant.int 1
+    %int1_15 = torch.constant.int 1
+    %18 = torch.prim.ListConstruct %int1_14, %int1_15 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_16 = torch.constant.int 1
+    %int1_17 = torch.constant.int 1
+    %19 = torch.prim.ListConstruct %int1_16, %int1_17 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_18 = torch.constant.int 1
+    %int1_19 = torch.constant.int 1
+    %20 = torch.prim.ListConstruct %int1_18, %int1_19 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_20 = torch.constant.int 1
+    %21 = torch.aten.conv2d %15, %16, %17, %18, %19, %20, %int1_20 : !torch.vtensor<[1,64,64,64],f32>, !torch.vtensor<[64,64,3,3],f32>, !torch.vtensor<[64],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,64,64,64],f32>
+    %22 = torch.aten.relu %21 : !torch.vtensor<[1,64,64,64],f32> -> !torch.vtensor<[1,64,64,64],f32>
+    return %22 : !torch.vtensor<[1,64,64,64],f32>
+  }
+}
