@@ -1516,16 +1516,19 @@ def nearest(shape: tuple[int, ...], out: tuple[int, ...], divisors: tuple[float,
 
 def test_nearest_upsample_takes_gathers_by_whole_factors_only():
     """PyTorch's nearest upsampling by 3 and 2 becomes a broadcast into 2x3x4x3x5x2 and a
-    reshape, with no gather left; by 1.5 (6 rows from 4), or with the rows' index computed from
-    the columns' loop, or 1-D by 4, left alone where it is not a whole factor of each dim."""
+    reshape, with no gather left, as does a 1-D one by 4; by 1.5 (6 rows from 4), or with the
+    rows' index computed from the columns' loop, or from both, it is left alone."""
     from iree_dispatch_profiler.iree import rewrites
 
     text, count = rewrites.nearest_upsample(nearest((2, 3, 4, 5), (2, 3, 12, 10), (3.0, 2.0)))
     assert count == 1 and "tensor.extract" not in text
     assert "tensor<2x3x4x3x5x2xf32> into tensor<2x3x12x10xf32>" in text
     assert rewrites.nearest_upsample(nearest((1, 4, 10), (1, 4, 40), (4.0,)))[1] == 1
+    mixed = nearest((1, 3, 4, 4), (1, 3, 8, 8), (2.0, 2.0)).replace(  # rows' index of (h + w)
+        "%a2 = arith.index_cast %i2", "%j2 = arith.addi %i2, %i3 : index\n"
+        "    %a2 = arith.index_cast %j2")
     for left in (nearest((1, 3, 4, 4), (1, 3, 6, 8), (1.5, 2.0)),
-                 nearest((1, 3, 4, 4), (1, 3, 8, 8), (2.0, 2.0), read_from=(0, 1, 3, 3))):
+                 nearest((1, 3, 4, 4), (1, 3, 8, 8), (2.0, 2.0), read_from=(0, 1, 3, 3)), mixed):
         assert rewrites.nearest_upsample(left) == (left, 0)
 
 

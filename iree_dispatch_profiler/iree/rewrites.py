@@ -1620,7 +1620,8 @@ _INDEX_ARITHMETIC = {"arith.addf": "add", "arith.subf": "subtract", "arith.mulf"
 def _evaluated(value, sizes: list[int], body) -> Any:
     """An index computation in a generic's `body` at every point of its loops (of `sizes`), a
     numpy array broadcast over them; None where it reads anything but the loop indices and
-    constants, or an op it does not know."""
+    constants, or an op it does not know, or mixes two loops (not separable: and its array
+    would be their product's size)."""
     import numpy as np
     from iree.compiler import ir
 
@@ -1640,6 +1641,8 @@ def _evaluated(value, sizes: list[int], body) -> Any:
         return None
     operands = [_evaluated(v, sizes, body) for v in op.operands]
     if any(o is None for o in operands):
+        return None
+    if sum(n > 1 for n in np.broadcast_shapes(*(np.shape(o) for o in operands))) > 1:
         return None
     with np.errstate(all="ignore"):
         if op.name in _INDEX_ARITHMETIC:
