@@ -322,8 +322,13 @@ def test_a_model_with_several_kinds_is_measured_with_each_rewrite_and_all_of_the
 
     found = rewrite_search.candidates(module([STRIDED, GROUPED, GROUPED_UNIT]), AVX512)
     every = "depthwise_taps+grouped_taps+grouped_im2col"
+    # each alone, all of them, and all but each one
     assert {name: count for name, (_, _, count) in found.items()} == {
-        "depthwise_taps": 1, "grouped_taps": 1, "grouped_im2col": 1, every: 3}
+        "depthwise_taps": 1, "grouped_taps": 1, "grouped_im2col": 1, every: 3,
+        "grouped_taps+grouped_im2col": 2, "depthwise_taps+grouped_im2col": 2,
+        "depthwise_taps+grouped_taps": 2}
+    assert list(rewrite_search.candidates(module([STRIDED, GROUPED]), AVX512)) == [
+        "depthwise_taps", "grouped_im2col", "depthwise_taps+grouped_im2col"]  # two: no more
     both = found[every][1]
     assert "linalg.conv" not in both and "linalg.depthwise" not in both
     assert rewrite_search.candidates(module(OTHERS), AVX512) == {}

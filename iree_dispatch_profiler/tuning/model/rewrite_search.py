@@ -79,21 +79,31 @@ def candidates(source: str, cpu: CpuTarget, allowed: tuple[str, ...] | None = No
     """name -> (why, rewritten text, ops rewritten) of each rewrite (of `allowed`, None: any)
     that applies to `source` for `cpu`; where more than one does, all of them too (`a+b`),
     each applied to what those before it wrote: they rewrite different ops, and a later one
-    may take what an earlier one wrote (packed_matmuls, patch_matmuls' matmul)."""
+    may take what an earlier one wrote (packed_matmuls, patch_matmuls' matmul). Where three or
+    more do, all but each one too: one may lose where the others gain (Winograd on a 3-D
+    UNet's 2-D convs, beside conv_transpose_phases' matmul)."""
     chosen = [r for r in rewrites.REWRITES if allowed is None or r.name in allowed]
     found = {}
     for rewrite in chosen:
         text, count = rewrite.run(source, cpu)
         if count:
             found[rewrite.name] = (rewrite.why, text, count)
-    text, count, joined = source, 0, []
-    for rewrite in chosen:
-        text, more = rewrite.run(text, cpu)
-        if more:
-            count += more
-            joined.append(rewrite)
-    if len(joined) > 1:
-        found["+".join(r.name for r in joined)] = ("; ".join(r.why for r in joined), text, count)
+
+    def add_joined(kept: list[rewrites.Rewrite]) -> list[rewrites.Rewrite]:
+        text, count, joined = source, 0, []
+        for rewrite in kept:
+            text, more = rewrite.run(text, cpu)
+            if more:
+                count += more
+                joined.append(rewrite)
+        name = "+".join(r.name for r in joined)
+        if len(joined) > 1 and name not in found:
+            found[name] = ("; ".join(r.why for r in joined), text, count)
+        return joined
+    every = add_joined(chosen)
+    if len(every) > 2:
+        for left in every:
+            add_joined([r for r in chosen if r is not left])
     return found
 
 
