@@ -1402,11 +1402,11 @@ def conv_transpose(n: int, c: int, size: tuple[int, ...], f: int, kernel: tuple[
 
 def test_conv_transpose_phases_takes_torch_mlirs_transposed_convs_only():
     """A UNet's upsampling (2x2, stride 2) becomes one matmul of the 4 phases' stacked filters
-    (4 x 16 rows of 8 channels) by the input's positions; a GAN's 4x4 stride-2 (padding 1), a 3x3
-    conv over the input of the 4 phases' filters (each phase's 2x2 taps at its shifts), as does
-    a batch of 2; a vocoder's 1-D kernel 8 of stride 4, a 1-D conv of span 3 (which conv1d_taps
-    then takes). A conv over an input inserted into ones, or with unit strides (a plain
-    padded conv), or a conv strided itself, is left alone."""
+    (4 x 16 rows of 8 channels) by the input's positions; a GAN's 4x4 stride-2 (padding 1), 4
+    convs of each phase's own 2x2 taps over the input, joined, as at batch 2; a vocoder's 1-D
+    kernel 8 of stride 4, 4 1-D convs of 2 taps (which conv1d_taps then takes). A conv over an
+    input inserted into ones, or with unit strides (a plain padded conv), or a conv strided
+    itself, is left alone."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.model import rewrite_search
 
@@ -1414,17 +1414,18 @@ def test_conv_transpose_phases_takes_torch_mlirs_transposed_convs_only():
     assert count == 1 and "conv_2d" not in text and "tensor.insert_slice %x" not in text
     assert re.search(r"linalg.matmul ins\(%\S+, %\S+ : tensor<64x8xf32>, tensor<8x30xf32>\)",
                      text)
-    assert "permutation = [0, 1, 4, 2, 5, 3]" in text  # the phases interleaved
+    assert "permutation = [0, 3, 4, 1, 5, 2]" in text  # the phases interleaved
     for n in (1, 2):
         text, count = rewrites.conv_transpose_phases(
             conv_transpose(n, 8, (5, 6), 16, (4, 4), (2, 2), (1, 1))[0])
-        assert count == 1 and re.search(
-            rf"linalg.conv_2d_nchw_fchw .* ins\(%\S+, %\S+ : tensor<{n}x8x7x8xf32>, "
-            rf"tensor<64x8x3x3xf32>\) outs\(%\S+ : tensor<{n}x64x5x6xf32>\)", text)
+        assert count == 1 and len(re.findall(
+            rf"linalg.conv_2d_nchw_fchw .* ins\(%\S+, %\S+ : tensor<{n}x8x6x7xf32>, "
+            rf"tensor<16x8x2x2xf32>\) outs\(%\S+ : tensor<{n}x16x5x6xf32>\)", text)) == 4
+        assert f"-> tensor<{n}x64x5x6xf32>" in text  # joined
     vocoder = conv_transpose(1, 8, (50,), 16, (8,), (4,), (2,))[0]
     text, count = rewrites.conv_transpose_phases(vocoder)
-    assert count == 1 and re.search(r"linalg.conv_1d_ncw_fcw .* ins\(%\S+, %\S+ : "
-                                    r"tensor<1x8x52xf32>, tensor<64x8x3xf32>\)", text)
+    assert count == 1 and len(re.findall(r"linalg.conv_1d_ncw_fcw .* ins\(%\S+, %\S+ : "
+                                         r"tensor<1x8x51xf32>, tensor<16x8x2xf32>\)", text)) == 4
     joined = rewrite_search.candidates(vocoder, AVX512)  # first in the list: conv1d_taps after
     assert any(name.startswith("conv_transpose_phases+conv1d_taps") for name in joined), joined
     ones = conv_transpose(1, 8, (5, 6), 16, (2, 2), (2, 2), fill="1.0")[0]
@@ -1453,17 +1454,24 @@ def test_the_rewritten_conv_transpose_computes_numpys_numbers(tools, tmp_path, n
                                                               stride, padding, extra, dilation):
     """Into a random accumulator, IREE runs the rewritten transposed conv to numpy's
     convolution over the zero-stuffed input; with the first two taps stacked each at the
-    other's phase and shift, it does not."""
+    other's phase (the matmul), or the first two phases' convs joined the other way round, it
+    does not."""
     from iree_dispatch_profiler.iree import rewrites
 
     text, shapes, offsets = conv_transpose(n, 6, size, 4, kernel, stride, padding, extra,
                                            dilation)
     rewritten, count = rewrites.conv_transpose_phases(text)
     assert count == 1
-    first, second = re.findall(r"tensor.insert_slice (%\S+) into .* : tensor<4x6xf32> into",
-                               rewritten)[:2]  # taps of 4 filters x 6 channels
-    wrong = re.sub(rf"insert_slice ({first}|{second}) into", lambda m: "insert_slice "
-                   f"{second if m.group(1) == first else first} into", rewritten)
+    concat = re.search(r"tensor.concat dim\(1\) (%[\w#]+), (%[\w#]+),", rewritten)
+    if concat:
+        first, second = concat.groups()
+        wrong = rewritten.replace(concat.group(0), concat.group(0).replace(
+            f"{first}, {second},", f"{second}, {first},"))
+    else:
+        first, second = re.findall(r"tensor.insert_slice (%\S+) into .* : tensor<4x6xf32> into",
+                                   rewritten)[:2]  # taps of 4 filters x 6 channels
+        wrong = re.sub(rf"insert_slice ({first}|{second}) into", lambda m: "insert_slice "
+                       f"{second if m.group(1) == first else first} into", rewritten)
     assert wrong != rewritten
     rng = np.random.default_rng(0)
     x, k, init = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)

@@ -1534,15 +1534,15 @@ def _phase_shifts(kernel: int, offset: int, stride: int, dilation: int) -> list[
 
 
 def _transposed_as_phases(op) -> list:
-    """A transposed convolution as one conv over its input (no zeros) with a filter per output
-    phase, stacked along the filters: each output phase (its position modulo the stride) is
-    reached by its own taps, which read the input at shifts the phases share. The kernel is the
-    shifts' span (1 wide where the kernel is the stride, a UNet's upsampling: a matmul), the
-    stacked filter zero where a phase has no tap at a shift; the phases are then interleaved.
-    torch-mlir's conv multiplies the zeros between the input's rows and columns too: stride^k
-    times the work of a kernel the stride's size."""
+    """A transposed convolution as convs over its input (no zeros), one per output phase (its
+    position modulo the stride), then the phases interleaved. Each phase is reached by its own
+    taps (every stride-th, as dilated), which read the input at consecutive shifts: a conv of
+    those taps alone over the input from the first shift. Where every phase has one tap (the
+    kernel is the stride, a UNet's upsampling) the phases' filters are stacked into one matmul
+    by the input itself. torch-mlir's conv multiplies the zeros between the input's rows and
+    columns too: stride^k times these products."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg, tensor
+    from iree.compiler.dialects import arith, linalg, tensor
 
     stuffed, k, init = op.operands
     taken = _zero_stuffed(stuffed)
@@ -1557,21 +1557,7 @@ def _transposed_as_phases(op) -> list:
     first = [min(d for _, d in dim) for dim in shifts]
     span = [max(d for _, d in dim) - f + 1 for dim, f in zip(shifts, first)]
     steps = [-(-o // s) for o, s in zip(out, strides)]  # outputs per phase, u
-    phases = filters * prod(strides)
-    element = ir.RankedTensorType(k.type).element_type
-    # the stacked filter F x strides x C x span, each tap at its phase and shift
-    stacked = _zeros([filters, *strides, channels, *span], element)
-    places = list(itertools.product(*(enumerate(dim) for dim in shifts)))
-    taps = [_slice(k, [0, 0, *(tap for tap, _ in place)], [filters, channels, *[1] * dims],
-                   shape=[filters, channels]) for place in places]
-    for tap, place in zip(taps, places):
-        at = [(a, d - f) for (_, (a, d)), f in zip(place, first)]
-        stacked = tensor.InsertSliceOp(tap, stacked, [], [], [],
-                                       [0, *(a for a, _ in at), 0, *(d for _, d in at)],
-                                       [filters, *[1] * dims, channels, *[1] * dims],
-                                       [1] * (2 + 2 * dims)).result
-    stacked_groups = [list(range(1 + dims)), *([d] for d in range(1 + dims, 2 + 2 * dims))]
-    weights = _reshaped(stacked, [phases, channels, *span], stacked_groups)
+    phases = prod(strides)
     # the input's rows u + first .. u + first + span - 1 for every u: zeros where out of range
     reach = [s + p - 1 for s, p in zip(steps, span)]
     low = [max(0, -f) for f in first]
@@ -1579,27 +1565,66 @@ def _transposed_as_phases(op) -> list:
     padded = _zero_padded(x, [n, channels, *(max(r + s, z + b) for r, s, z, b in
                                                zip(reach, start, size, low))], [0, 0, *low])
     image = _slice(padded, [0, 0, *start], [n, channels, *reach])
-    # the accumulator and the result: N x F x (U SH) x .. against N x (F SH ..) x U x ..
+    # the accumulator and the result: N x F x (U SH) x .. against N x (SH .. F) x U x ..
     interleaved = [[0], [1], *([2 + 2 * d, 3 + 2 * d] for d in range(dims))]
     whole = [n, filters, *(u * s for u, s in zip(steps, strides))]
     split = [n, filters, *itertools.chain(*zip(steps, strides))]  # N F U SH V SW ..
     by_phase = _permuted(_reshaped(_zero_padded(init, whole), split, interleaved),
-                         [0, 1, *(3 + 2 * d for d in range(dims)), *(2 + 2 * d for d in range(dims))])
+                         [0, *(3 + 2 * d for d in range(dims)), 1, *(2 + 2 * d for d in range(dims))])
     phase_groups = [[0], list(range(1, 2 + dims)), *([d] for d in range(2 + dims, 2 + 2 * dims))]
-    start_acc = _reshaped(by_phase, [n, phases, *steps], phase_groups)
+    start_acc = _reshaped(by_phase, [n, phases * filters, *steps], phase_groups)
+    element = ir.RankedTensorType(k.type).element_type
     if span == [1] * dims:
+        # the phases' filters stacked, SH x .. x F x C: each tap at its phase
+        stacked = _zeros([*strides, filters, channels], element)
+        places = list(itertools.product(*(enumerate(dim) for dim in shifts)))
+        taps = [_slice(k, [0, 0, *(t for t, _ in place)], [filters, channels, *[1] * dims],
+                       shape=[filters, channels]) for place in places]
+        for tap, place in zip(taps, places):
+            stacked = tensor.InsertSliceOp(tap, stacked, [], [], [],
+                                           [*(a for _, (a, _) in place), 0, 0],
+                                           [*[1] * dims, filters, channels], [1] * (2 + dims)).result
         positions = [[0], [1], list(range(2, 2 + dims))]
         product = _reshaped(_filters_by_columns(
-            _reshaped(weights, [phases, channels], [[0], list(range(1, 2 + dims))]),
+            _reshaped(stacked, [phases * filters, channels], [list(range(1 + dims)), [1 + dims]]),
             _reshaped(image, [n, channels, prod(steps)], positions),
-            _reshaped(start_acc, [n, phases, prod(steps)], positions)),
-            [n, phases, *steps], positions)
+            _reshaped(start_acc, [n, phases * filters, prod(steps)], positions)),
+            [n, phases * filters, *steps], positions)
     else:
-        unit = ir.Attribute.parse(f"dense<1> : vector<{dims}xi64>")
         conv = getattr(linalg, CHANNELS_FIRST[dims].removeprefix("linalg."))
-        product = conv(image, weights, outs=[start_acc], strides=unit, dilations=unit)
-    back = [0, 1, *itertools.chain(*((2 + dims + d, 2 + d) for d in range(dims)))]
-    result = _reshaped(_permuted(_reshaped(product, [n, filters, *strides, *steps],
+        results = []
+        # each from zeros, the accumulator added after: IREE 3.13 failed to distribute a conv
+        # into a slice of the transposed accumulator
+        acc = _zeros([n, filters, *steps], element)
+        for phase in itertools.product(*(range(s) for s in strides)):
+            taps = [[(t, d) for t, (a, d) in enumerate(dim) if a == want]
+                    for dim, want in zip(shifts, phase)]
+            if not all(taps):  # no tap reaches this phase: its accumulator alone
+                results.append(acc)
+                continue
+            # consecutive taps of a phase read rows `gap` apart
+            gap = [t[1][1] - t[0][1] if len(t) > 1 else 1 for t in taps]
+            # its taps copied out one by one (a strided slice of the filter, fused into the
+            # conv's dispatch, failed IREE 3.13's workgroup distribution)
+            weights = _zeros([filters, channels, *(len(t) for t in taps)], element)
+            for at in itertools.product(*(range(len(t)) for t in taps)):
+                tap = _slice(k, [0, 0, *(t[j][0] for t, j in zip(taps, at))],
+                             [filters, channels, *[1] * dims], shape=[filters, channels])
+                weights = tensor.InsertSliceOp(tap, weights, [], [], [], [0, 0, *at],
+                                               [filters, channels, *[1] * dims],
+                                               [1] * (2 + dims)).result
+            window = _slice(image, [0, 0, *(t[0][1] - f for t, f in zip(taps, first))],
+                            [n, channels, *(u + g * (len(t) - 1) for u, g, t in
+                                            zip(steps, gap, taps))])
+            attribute = {a: ir.Attribute.parse(f"dense<{v}> : vector<{dims}xi64>")
+                         for a, v in (("strides", [1] * dims), ("dilations", gap))}
+            results.append(conv(window, weights, outs=[acc], **attribute))
+        joined = tensor.ConcatOp(ir.RankedTensorType(start_acc.type), 1, results).result
+        identity = ir.AffineMap.get_identity(2 + dims)
+        product = _generic([joined], [identity, identity], start_acc, 0,
+                           lambda args, total: arith.addf(total, args[0])).result
+    back = [0, 1 + dims, *itertools.chain(*((2 + dims + d, 1 + d) for d in range(dims)))]
+    result = _reshaped(_permuted(_reshaped(product, [n, *strides, filters, *steps],
                                            phase_groups), back), whole, interleaved)
     return [result if whole[2:] == out else _slice(result, [0] * (2 + dims), [n, filters, *out])]
 
