@@ -1923,8 +1923,8 @@ REWRITES = (
     # first: the rewrites after it take the convs it writes (winograd, conv1d_taps,
     # conv3d_as_conv2d), and packed_matmuls its matmuls
     Rewrite("conv_transpose_phases", "transposed convolutions (PyTorch's ConvTranspose1d, 2d, "
-            "3d: UNet decoders, GAN generators, vocoders) as one conv over the input with the "
-            "filter of each output phase stacked (a matmul where the kernel is the stride) and "
+            "3d: UNet decoders, GAN generators, vocoders) as a conv over the input per output "
+            "phase, of that phase's taps (one stacked matmul where the kernel is the stride), "
             "the phases interleaved: torch-mlir's lowering convolves the input spread stride "
             "apart in zeros, stride^2 times the work in 2-D", conv_transpose_phases),
     Rewrite("depthwise_taps", "depthwise convolutions as sums of their kernel taps: one "
