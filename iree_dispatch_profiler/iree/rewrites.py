@@ -1535,6 +1535,22 @@ def _phase_shifts(kernel: int, offset: int, stride: int, dilation: int) -> list[
     return [(-r % stride, (-r % stride + r) // stride) for r in reach]
 
 
+def _taps_placed(k, shape: list[int], sizes: list[int], places: list[tuple[list[int], list[int]]]):
+    """Zeros of `shape` with taps of the filter `k` (F x C x kernel) inserted: for each place,
+    the tap at its kernel index (an F x C slice), at its offsets, over `sizes`."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    filters, channels, *kernel = ir.RankedTensorType(k.type).shape
+    taps = [_slice(k, [0, 0, *tap], [filters, channels, *[1] * len(kernel)],
+                   shape=[filters, channels]) for tap, _ in places]
+    placed = _zeros(shape, ir.RankedTensorType(k.type).element_type)
+    for tap, (_, offsets) in zip(taps, places):
+        placed = tensor.InsertSliceOp(tap, placed, [], [], [], offsets, sizes,
+                                      [1] * len(shape)).result
+    return placed
+
+
 def _transposed_as_phases(op) -> list:
     """A transposed convolution as convs over its input (no zeros), one per output phase (its
     position modulo the stride), then the phases interleaved. Each phase is reached by its own
@@ -1578,14 +1594,9 @@ def _transposed_as_phases(op) -> list:
     element = ir.RankedTensorType(k.type).element_type
     if span == [1] * dims:
         # the phases' filters stacked, SH x .. x F x C: each tap at its phase
-        stacked = _zeros([*strides, filters, channels], element)
-        places = list(itertools.product(*(enumerate(dim) for dim in shifts)))
-        taps = [_slice(k, [0, 0, *(t for t, _ in place)], [filters, channels, *[1] * dims],
-                       shape=[filters, channels]) for place in places]
-        for tap, place in zip(taps, places):
-            stacked = tensor.InsertSliceOp(tap, stacked, [], [], [],
-                                           [*(a for _, (a, _) in place), 0, 0],
-                                           [*[1] * dims, filters, channels], [1] * (2 + dims)).result
+        stacked = _taps_placed(k, [*strides, filters, channels], [*[1] * dims, filters, channels],
+                               [([t for t, _ in place], [*(a for _, (a, _) in place), 0, 0])
+                                for place in itertools.product(*(enumerate(d) for d in shifts))])
         positions = [[0], [1], list(range(2, 2 + dims))]
         product = _reshaped(_filters_by_columns(
             _reshaped(stacked, [phases * filters, channels], [list(range(1 + dims)), [1 + dims]]),
@@ -1608,13 +1619,10 @@ def _transposed_as_phases(op) -> list:
             gap = [t[1][1] - t[0][1] if len(t) > 1 else 1 for t in taps]
             # its taps copied out one by one (a strided slice of the filter, fused into the
             # conv's dispatch, failed IREE 3.13's workgroup distribution)
-            weights = _zeros([filters, channels, *(len(t) for t in taps)], element)
-            for at in itertools.product(*(range(len(t)) for t in taps)):
-                tap = _slice(k, [0, 0, *(t[j][0] for t, j in zip(taps, at))],
-                             [filters, channels, *[1] * dims], shape=[filters, channels])
-                weights = tensor.InsertSliceOp(tap, weights, [], [], [], [0, 0, *at],
-                                               [filters, channels, *[1] * dims],
-                                               [1] * (2 + dims)).result
+            weights = _taps_placed(k, [filters, channels, *(len(t) for t in taps)],
+                                   [filters, channels, *[1] * dims],
+                                   [([t[j][0] for t, j in zip(taps, at)], [0, 0, *at])
+                                    for at in itertools.product(*(range(len(t)) for t in taps))])
             window = _slice(image, [0, 0, *(t[0][1] - f for t, f in zip(taps, first))],
                             [n, channels, *(u + g * (len(t) - 1) for u, g, t in
                                             zip(steps, gap, taps))])
