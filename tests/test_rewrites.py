@@ -563,6 +563,52 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
 
 
 @pytest.mark.iree
+def test_depthwise_taps_keep_their_layout_where_a_transpose_reads_them(tools, tmp_path):
+    """ConvNeXt's kind: a 7x7 depthwise conv whose result is transposed to channels-last.
+    Compiled with depthwise_taps' flags, the taps' op reads its 49 slices in place, along its
+    innermost loop (the width), and gives numpy's numbers transposed; under IREE's default
+    flags the transpose is folded into its reads (the channels innermost: the check can
+    fail)."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+    from iree_dispatch_profiler.measure.verification import agreement
+
+    conv = ("dw", "nchw", "tensor<1x16x22x22xf32>", "tensor<16x7x7xf32>",
+            "tensor<1x16x16x16xf32>", (1, 1), (1, 1))
+    last = "tensor<1x16x16x16xf32>"
+    text = module([conv]).replace(f"  return %dw : {conv[4]}", (
+        f"  %e = tensor.empty() : {last}\n"
+        f"  %t = linalg.transpose ins(%dw : {conv[4]}) outs(%e : {last}) "
+        f"permutation = [0, 2, 3, 1]\n  return %t : {last}"))
+    rewritten, count = rewrites.depthwise_taps(text)
+    assert count == 1
+    flags = next(r.flags for r in rewrites.REWRITES if r.name == "depthwise_taps")
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32)
+              for s in ((1, 16, 22, 22), (16, 7, 7), (1, 16, 16, 16))]
+    wanted = reference("nchw", *arrays, (1, 1), (1, 1)).transpose(0, 2, 3, 1)
+    maps = {}
+    for name, build_flags in (("kept", flags), ("folded", ())):
+        dump = tmp_path / f"{name}_sources"
+        vmfb = build(tools, rewritten, tmp_path / name,
+                     flags=(*build_flags, f"--iree-hal-dump-executable-sources-to={dump}"))
+        taps = [line for p in dump.glob("*.mlir") for line in p.read_text().splitlines()
+                if "linalg.generic" in line and line.count("affine_map") > 90]
+        assert len(taps) == 1, f"no one op of the 49 taps under {name}"
+        # the first tap's slice: read along the op's innermost loop (the width) or permuted
+        maps[name] = re.search(r"affine_map<\(([^)]*)\) -> \(([^)]*)\)>", taps[0]).groups()
+        output = tmp_path / f"{name}.npy"
+        ran = run_module(tools, vmfb, "main", "local-task",
+                         saved(tmp_path, arrays, stem=name), [output], 300)
+        assert ran.ok, ran.reason
+        found = agreement(np.load(output), wanted.astype(np.float32))
+        assert found.ok, found.detail
+    kept_loops, kept_read = maps["kept"]
+    assert kept_read == kept_loops, maps
+    assert maps["folded"][1] != maps["folded"][0], maps
+
+
+@pytest.mark.iree
 def test_winograds_filter_transform_computed_at_load_gives_numpys_numbers(tools, tmp_path):
     """With the filter a global's value, the rewritten module (its filter transformed in an
     initializer) gives numpy's convolution; with that initializer's transform dropped (the

@@ -128,6 +128,9 @@ from iree_dispatch_profiler.core.library import NO_UKERNELS, CpuTarget, DataType
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.ops import cpu_tiles
 
+# keeps a transpose its own op (Rewrite.flags)
+KEEP_TRANSPOSES = "--iree-global-opt-propagate-transposes=false"
+
 DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, filter CxKHxKW
 GROUPED = "linalg.conv_2d_ngchw_gfchw"  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
 CONV_1D = "linalg.conv_1d_ncw_fcw"  # input NxCxW, filter FxCxK, output NxFxOW
@@ -1937,7 +1940,11 @@ REWRITES = (
             "apart in zeros, stride^2 times the work in 2-D", conv_transpose_phases),
     Rewrite("depthwise_taps", "depthwise convolutions as sums of their kernel taps: one "
             "elementwise op that vectorizes along the width, where IREE runs PyTorch's NCHW "
-            "depthwise convolution as scalar code", depthwise_taps),
+            "depthwise convolution as scalar code", depthwise_taps,
+            # IREE folds a transpose of the taps' op's result (ConvNeXt's permute to channels-
+            # last before its LayerNorm) into it: the op then vectorizes along the channels, its
+            # 49 tap reads strided (a ConvNeXt block's call 17.2-20.8 ms, 6.1-6.2 without)
+            flags=(KEEP_TRANSPOSES,)),
     Rewrite("grouped_taps", "grouped convolutions of unit width stride and wide rows as one "
             "op summing each kernel tap's contraction over its channels, read in place, where "
             "IREE runs PyTorch's NCHW grouped convolution as scalar code", grouped_taps),
