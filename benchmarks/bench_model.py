@@ -69,6 +69,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                 "microseconds)",
     "mobilenet_block": "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 depthwise, "
                        "56x56, batch 1",
+    "convnext_block": "ConvNeXt block: 7x7 depthwise 96 channels, 56x56, permuted to "
+                      "channels-last, LayerNorm, GELU MLP 96->384->96, layer scale, batch 1",
     "resnext_block": "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> 256 channels, "
                      "28x28, batch 1",
     "cnn_classifier": "CNN classifier: 128x128 RGB, conv 3->32 stride 2, batch norm, max pool, "

@@ -264,6 +264,17 @@ class UpBlock(torch.nn.Module):
         return f.relu(f.conv2d(f.relu(f.conv2d(h, c1w, c1b, padding=1)), c2w, c2b, padding=1))
 
 
+class ConvNeXtBlock(torch.nn.Module):
+    """A ConvNeXt block: a 7x7 depthwise conv, then channels-last (a permute) for a LayerNorm
+    and a GELU MLP of 4x the channels, scaled per channel, permuted back onto the skip."""
+
+    def forward(self, x, dw, db, nw, nb, w1, b1, w2, b2, gamma):
+        f = torch.nn.functional
+        h = f.conv2d(x, dw, db, padding=3, groups=x.shape[1]).permute(0, 2, 3, 1)
+        h = f.layer_norm(h, (h.shape[-1],), nw, nb)
+        return x + (gamma * f.linear(f.gelu(f.linear(h, w1, b1)), w2, b2)).permute(0, 3, 1, 2)
+
+
 class PatchEmbedding(torch.nn.Module):
     """A vision transformer's stem: 16x16 patches by a stride-16 convolution, tokens, LayerNorm,
     a GELU MLP and the skip."""
@@ -485,6 +496,11 @@ MODELS = {
     "mobilenet_block": Model(InvertedResidual, inverted_residual_args(24, 6, 56), BENCHMARKS,
                              "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 "
                              "depthwise, 56x56, batch 1", inputs=1),
+    "convnext_block": Model(ConvNeXtBlock, [(1, 96, 56, 56), (96, 1, 7, 7), (96,), (96,), (96,),
+                                            (384, 96), (384,), (96, 384), (96,), (96,)],
+                            BENCHMARKS, "ConvNeXt block: 7x7 depthwise 96 channels, 56x56, "
+                            "permuted to channels-last, LayerNorm, GELU MLP 96->384->96, layer "
+                            "scale, batch 1", inputs=1),
     "resnext_block": Model(lambda: GroupedBottleneck(32), bottleneck_args(256, 256, 32, 28),
                            BENCHMARKS, "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> "
                            "256 channels, 28x28, batch 1", inputs=1),

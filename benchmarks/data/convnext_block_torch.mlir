@@ -1,0 +1,67 @@
+module @module {
+  util.global private @__auto.dw = #flow.parameter.named<"model"::"dw"> : tensor<96x1x7x7xf32>
+  util.global private @__auto.db = #flow.parameter.named<"model"::"db"> : tensor<96xf32>
+  util.global private @__auto.nw = #flow.parameter.named<"model"::"nw"> : tensor<96xf32>
+  util.global private @__auto.nb = #flow.parameter.named<"model"::"nb"> : tensor<96xf32>
+  util.global private @__auto.w1 = #flow.parameter.named<"model"::"w1"> : tensor<384x96xf32>
+  util.global private @__auto.b1 = #flow.parameter.named<"model"::"b1"> : tensor<384xf32>
+  util.global private @__auto.w2 = #flow.parameter.named<"model"::"w2"> : tensor<96x384xf32>
+  util.global private @__auto.b2 = #flow.parameter.named<"model"::"b2"> : tensor<96xf32>
+  util.global private @__auto.gamma = #flow.parameter.named<"model"::"gamma"> : tensor<96xf32>
+  func.func @main(%arg0: !torch.vtensor<[1,96,56,56],f32>) -> !torch.vtensor<[1,96,56,56],f32> attributes {torch.assume_strict_symbolic_shapes} {
+    %__auto.dw = util.global.load @__auto.dw : tensor<96x1x7x7xf32>
+    %0 = torch_c.from_builtin_tensor %__auto.dw : tensor<96x1x7x7xf32> -> !torch.vtensor<[96,1,7,7],f32>
+    %__auto.db = util.global.load @__auto.db : tensor<96xf32>
+    %1 = torch_c.from_builtin_tensor %__auto.db : tensor<96xf32> -> !torch.vtensor<[96],f32>
+    %int1 = torch.constant.int 1
+    %int1_0 = torch.constant.int 1
+    %2 = torch.prim.ListConstruct %int1, %int1_0 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int3 = torch.constant.int 3
+    %int3_1 = torch.constant.int 3
+    %3 = torch.prim.ListConstruct %int3, %int3_1 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int1_2 = torch.constant.int 1
+    %int1_3 = torch.constant.int 1
+    %4 = torch.prim.ListConstruct %int1_2, %int1_3 : (!torch.int, !torch.int) -> !torch.list<int>
+    %int96 = torch.constant.int 96
+    %5 = torch.aten.conv2d %arg0, %0, %1, %2, %3, %4, %int96 : !torch.vtensor<[1,96,56,56],f32>, !torch.vtensor<[96,1,7,7],f32>, !torch.vtensor<[96],f32>, !torch.list<int>, !torch.list<int>, !torch.list<int>, !torch.int -> !torch.vtensor<[1,96,56,56],f32>
+    %int0 = torch.constant.int 0
+    %int2 = torch.constant.int 2
+    %int3_4 = torch.constant.int 3
+    %int1_5 = torch.constant.int 1
+    %6 = torch.prim.ListConstruct %int0, %int2, %int3_4, %int1_5 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
+    %7 = torch.aten.permute %5, %6 : !torch.vtensor<[1,96,56,56],f32>, !torch.list<int> -> !torch.vtensor<[1,56,56,96],f32>
+    %int96_6 = torch.constant.int 96
+    %8 = torch.prim.ListConstruct %int96_6 : (!torch.int) -> !torch.list<int>
+    %__auto.nw = util.global.load @__auto.nw : tensor<96xf32>
+    %9 = torch_c.from_builtin_tensor %__auto.nw : tensor<96xf32> -> !torch.vtensor<[96],f32>
+    %__auto.nb = util.global.load @__auto.nb : tensor<96xf32>
+    %10 = torch_c.from_builtin_tensor %__auto.nb : tensor<96xf32> -> !torch.vtensor<[96],f32>
+    %float1.000000e-05 = torch.constant.float 1.000000e-05
+    %false = torch.constant.bool false
+    %11 = torch.aten.layer_norm %7, %8, %9, %10, %float1.000000e-05, %false : !torch.vtensor<[1,56,56,96],f32>, !torch.list<int>, !torch.vtensor<[96],f32>, !torch.vtensor<[96],f32>, !torch.float, !torch.bool -> !torch.vtensor<[1,56,56,96],f32>
+    %__auto.w1 = util.global.load @__auto.w1 : tensor<384x96xf32>
+    %12 = torch_c.from_builtin_tensor %__auto.w1 : tensor<384x96xf32> -> !torch.vtensor<[384,96],f32>
+    %__auto.b1 = util.global.load @__auto.b1 : tensor<384xf32>
+    %13 = torch_c.from_builtin_tensor %__auto.b1 : tensor<384xf32> -> !torch.vtensor<[384],f32>
+    %14 = torch.aten.linear %11, %12, %13 : !torch.vtensor<[1,56,56,96],f32>, !torch.vtensor<[384,96],f32>, !torch.vtensor<[384],f32> -> !torch.vtensor<[1,56,56,384],f32>
+    %str = torch.constant.str "none"
+    %15 = torch.aten.gelu %14, %str : !torch.vtensor<[1,56,56,384],f32>, !torch.str -> !torch.vtensor<[1,56,56,384],f32>
+    %__auto.w2 = util.global.load @__auto.w2 : tensor<96x384xf32>
+    %16 = torch_c.from_builtin_tensor %__auto.w2 : tensor<96x384xf32> -> !torch.vtensor<[96,384],f32>
+    %__auto.b2 = util.global.load @__auto.b2 : tensor<96xf32>
+    %17 = torch_c.from_builtin_tensor %__auto.b2 : tensor<96xf32> -> !torch.vtensor<[96],f32>
+    %18 = torch.aten.linear %15, %16, %17 : !torch.vtensor<[1,56,56,384],f32>, !torch.vtensor<[96,384],f32>, !torch.vtensor<[96],f32> -> !torch.vtensor<[1,56,56,96],f32>
+    %__auto.gamma = util.global.load @__auto.gamma : tensor<96xf32>
+    %19 = torch_c.from_builtin_tensor %__auto.gamma : tensor<96xf32> -> !torch.vtensor<[96],f32>
+    %20 = torch.aten.mul.Tensor %19, %18 : !torch.vtensor<[96],f32>, !torch.vtensor<[1,56,56,96],f32> -> !torch.vtensor<[1,56,56,96],f32>
+    %int0_7 = torch.constant.int 0
+    %int3_8 = torch.constant.int 3
+    %int1_9 = torch.constant.int 1
+    %int2_10 = torch.constant.int 2
+    %21 = torch.prim.ListConstruct %int0_7, %int3_8, %int1_9, %int2_10 : (!torch.int, !torch.int, !torch.int, !torch.int) -> !torch.list<int>
+    %22 = torch.aten.permute %20, %21 : !torch.vtensor<[1,56,56,96],f32>, !torch.list<int> -> !torch.vtensor<[1,96,56,56],f32>
+    %int1_11 = torch.constant.int 1
+    %23 = torch.aten.add.Tensor %arg0, %22, %int1_11 : !torch.vtensor<[1,96,56,56],f32>, !torch.vtensor<[1,96,56,56],f32>, !torch.int -> !torch.vtensor<[1,96,56,56],f32>
+    return %23 : !torch.vtensor<[1,96,56,56],f32>
+  }
+}
