@@ -198,6 +198,14 @@ def _window(op, attribute: str, spatial: int = 2) -> list[int]:
     return _ints(op.attributes[attribute]) if attribute in op.attributes else [1] * spatial
 
 
+def _conv_window(strides: list[int], dilations: list[int]) -> dict:
+    """A named convolution's strides and dilations attributes, as its builder takes them."""
+    from iree.compiler import ir
+
+    return {name: ir.Attribute.parse(f"dense<{values}> : vector<{len(values)}xi64>")
+            for name, values in (("strides", strides), ("dilations", dilations))}
+
+
 def _static_types(op, element: str = "F32Type") -> list | None:
     """The ranked types of `op`'s operands where every one is static of `element` (an
     ir type class's name: F32Type, FloatType for any float); None otherwise."""
@@ -500,7 +508,6 @@ def _conv_from_zero(op):
     accumulator (PyTorch's bias) added after: the pass drops a convolution's accumulator
     (IREE 3.13: a bias-initialized conv came out without its bias)."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith
 
     init = op.operands[2]
     out_type = ir.RankedTensorType(init.type)
@@ -508,8 +515,16 @@ def _conv_from_zero(op):
     conv = op.clone()
     conv.operands[2] = zero
     conv.attributes[WINOGRAD_MARK] = ir.UnitAttr.get()
-    identity = ir.AffineMap.get_identity(out_type.rank)
-    return _generic([conv.results[0]], [identity, identity], init, 0,
+    return _added(conv.results[0], init)
+
+
+def _added(value, init):
+    """init + `value`, elementwise (the op: its result is the sum)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    identity = ir.AffineMap.get_identity(ir.RankedTensorType(init.type).rank)
+    return _generic([value], [identity, identity], init, 0,
                     lambda args, total: arith.addf(total, args[0]))
 
 
@@ -1360,8 +1375,7 @@ def _conv1d_as_taps(op) -> list:
     x, k, init = op.operands
     (n, c, _), (f, _, taps), (_, _, width) = (ir.RankedTensorType(v.type).shape
                                               for v in (x, k, init))
-    window = {a: ir.Attribute.parse(f"dense<[1, {_window(op, a)[0]}]> : vector<2xi64>")
-              for a in ("strides", "dilations")}
+    window = _conv_window([1, _window(op, "strides")[0]], [1, _window(op, "dilations")[0]])
     grouped = [[0], [1, 2], [3, 4]]  # N (G C) (1 W), and the filter's (G F) C (1 K)
     conv = linalg.conv_2d_ngchw_gfchw(
         _reshaped(x, [n, 1, c, 1, ir.RankedTensorType(x.type).shape[2]], grouped),
@@ -1473,8 +1487,7 @@ def _conv3d_as_conv2d(op) -> list:
     weights = _reshaped(_permuted(k, [3, 4, 2, 1, 0]),
                         [*k_type.shape[3:], taps * channels, filters], [[0], [1], [2, 3], [4]])
     start = _reshaped(_permuted(init, [0, 2, 3, 4, 1]), [n * depth, out_h, out_w, filters], rows)
-    window = {a: ir.Attribute.parse(f"dense<{list(v)}> : vector<2xi64>")
-              for a, v in (("strides", strides), ("dilations", dilations))}
+    window = _conv_window(list(strides), list(dilations))
     conv = linalg.conv_2d_nhwc_hwcf(images, weights, outs=[start], **window)
     product = _reshaped(conv, [n, depth, out_h, out_w, filters], rows)
     return [_permuted(product, [0, 4, 1, 2, 3])]
@@ -1563,7 +1576,7 @@ def _transposed_as_phases(op) -> list:
     by the input itself. torch-mlir's conv multiplies the zeros between the input's rows and
     columns too: stride^k times these products."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import linalg, tensor
 
     stuffed, k, init = op.operands
     taken = _zero_stuffed(stuffed)
@@ -1629,13 +1642,9 @@ def _transposed_as_phases(op) -> list:
             window = _slice(image, [0, 0, *(t[0][1] - f for t, f in zip(taps, first))],
                             [n, channels, *(u + g * (len(t) - 1) for u, g, t in
                                             zip(steps, gap, taps))])
-            attribute = {a: ir.Attribute.parse(f"dense<{v}> : vector<{dims}xi64>")
-                         for a, v in (("strides", [1] * dims), ("dilations", gap))}
-            results.append(conv(window, weights, outs=[acc], **attribute))
-        joined = tensor.ConcatOp(ir.RankedTensorType(start_acc.type), 1, results).result
-        identity = ir.AffineMap.get_identity(2 + dims)
-        product = _generic([joined], [identity, identity], start_acc, 0,
-                           lambda args, total: arith.addf(total, args[0])).result
+            results.append(conv(window, weights, outs=[acc], **_conv_window([1] * dims, gap)))
+        product = _added(tensor.ConcatOp(ir.RankedTensorType(start_acc.type), 1,
+                                         results).result, start_acc).result
     back = [0, 1 + dims, *itertools.chain(*((2 + dims + d, 1 + d) for d in range(dims)))]
     result = _reshaped(_permuted(_reshaped(product, [n, *strides, filters, *steps],
                                            phase_groups), back), whole, interleaved)
