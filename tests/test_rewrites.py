@@ -562,6 +562,18 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     assert "pass_alone" not in results or not results["pass_alone"].ok
 
 
+def depthwise_transposed() -> str:
+    """ConvNeXt's kind: a function of a 7x7 depthwise conv (1x16x22x22 -> 1x16x16x16) whose
+    result is transposed to channels-last."""
+    conv = ("dw", "nchw", "tensor<1x16x22x22xf32>", "tensor<16x7x7xf32>",
+            "tensor<1x16x16x16xf32>", (1, 1), (1, 1))
+    last = "tensor<1x16x16x16xf32>"
+    return module([conv]).replace(f"  return %dw : {conv[4]}", (
+        f"  %e = tensor.empty() : {last}\n"
+        f"  %t = linalg.transpose ins(%dw : {conv[4]}) outs(%e : {last}) "
+        f"permutation = [0, 2, 3, 1]\n  return %t : {last}"))
+
+
 @pytest.mark.iree
 def test_depthwise_taps_keep_their_layout_where_a_transpose_reads_them(tools, tmp_path):
     """ConvNeXt's kind: a 7x7 depthwise conv whose result is transposed to channels-last.
@@ -573,14 +585,7 @@ def test_depthwise_taps_keep_their_layout_where_a_transpose_reads_them(tools, tm
     from iree_dispatch_profiler.iree.launchers import run_module
     from iree_dispatch_profiler.measure.verification import agreement
 
-    conv = ("dw", "nchw", "tensor<1x16x22x22xf32>", "tensor<16x7x7xf32>",
-            "tensor<1x16x16x16xf32>", (1, 1), (1, 1))
-    last = "tensor<1x16x16x16xf32>"
-    text = module([conv]).replace(f"  return %dw : {conv[4]}", (
-        f"  %e = tensor.empty() : {last}\n"
-        f"  %t = linalg.transpose ins(%dw : {conv[4]}) outs(%e : {last}) "
-        f"permutation = [0, 2, 3, 1]\n  return %t : {last}"))
-    rewritten, count = rewrites.depthwise_taps(text)
+    rewritten, count = rewrites.depthwise_taps(depthwise_transposed())
     assert count == 1
     flags = next(r.flags for r in rewrites.REWRITES if r.name == "depthwise_taps")
     rng = np.random.default_rng(3)
@@ -953,6 +958,10 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
             conv_transpose(1, 32, (8, 8), 16, (2, 2), (2, 2))[0])
         assert count == 1
         return text, []
+    if rewrite == "depthwise_taps":  # ConvNeXt's, under the flag it ships with
+        text, count = rewrites.depthwise_taps(depthwise_transposed())
+        assert count == 1
+        return text, list(next(r.flags for r in rewrites.REWRITES if r.name == rewrite))
     if rewrite == "conv_transpose_phases_convs":  # a GAN's 4x4 of stride 2: a conv a phase
         # under IREE's default flags: conv_data_tiling, a DCGAN's on a Zen 4, left them
         # scalar on neoverse-n1 (channels_last too)
@@ -978,7 +987,8 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
 @pytest.mark.parametrize("rewrite", ["winograd", "causal_blocks", "conv1d_taps", "global_pool",
                                      "packed_matmuls", "patch_matmuls", "cache_attention",
                                      "conv3d_im2col", "conv3d_as_conv2d",
-                                     "conv_transpose_phases", "conv_transpose_phases_convs"])
+                                     "conv_transpose_phases", "conv_transpose_phases_convs",
+                                     "depthwise_taps"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
