@@ -43,5 +43,7 @@ def test_profiler_time_is_the_dispatch_time(tmp_path, tools):
         assert len(durations) >= 20
         # a median of runs, as the profiler's: a mean is moved by the slow runs a busy machine adds
         direct.append(statistics.median(durations))
-    ratio = statistics.median(ours) / statistics.median(direct)
+    # each side at its quietest round: a neighbour that starts mid-run (seen: every round from
+    # the third twice as slow, one side's run only in some) moves a median of five rounds
+    ratio = min(ours) / min(direct)
     assert 0.8 < ratio < 1.2, (ours, direct)
