@@ -246,9 +246,15 @@ def test_a_loaded_machine_is_measured_slower_than_a_quiet_one(tools, tmp_path):
             for hog in hogs:
                 hog.kill()
                 hog.wait()
+        again = calibrate.measure()
     found = calibration.shifts(quiet, loaded)
-    assert any(s.significant and s.ratio.median < 1 for s in found), [s.said for s in found]
-    assert not any(s.significant and s.ratio.median > 1 for s in found)
+    said = [s.said for s in found]
+    assert any(s.significant and s.ratio.median < 1 for s in found), said
+    # nothing gains from the hogs: no kernel faster loaded than when quiet, before and after
+    # (one quiet reading alone was once slowed by a neighbour, in a test run)
+    faster = [{s.kernel for s in calibration.shifts(q, loaded)
+               if s.significant and s.ratio.median > 1} for q in (quiet, again)]
+    assert not faster[0] & faster[1], said
     assert "CHANGED" in calibration.within_session(quiet, loaded)
 
 

@@ -923,7 +923,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     Winograd's conv of 128 channels, its filter a parameter transformed in an initializer;
     a decode step's attention written out over its cache, with a Linear data-tiled; the causal
     attention in blocks, decomposed and data-tiled (4 blocks of 64 rows failed to compile so
-    on this host); a 1-D conv's taps; a global pool, with float reductions reassociated; a Linear's matmul packed
+    on this host); a 1-D conv's taps, and packed; a global pool, with float reductions reassociated; a Linear's matmul packed
     into the family's register tile, with ukernels off; a patch embedding's matmul; a 3-D
     conv's taps joined; a transposed conv's phases."""
     from iree_dispatch_profiler.iree import rewrites
@@ -936,6 +936,13 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
         assert count == 1 and f"inner_tiles = [{m0}, {n0}]" in text
         return text, flags_of(rewrite)
 
+    if rewrite == "conv1d_taps+packed_matmuls":  # a speech encoder's strided conv: its
+        target, _ = FAMILIES[cpu]  # taps read into the family's tiles in place
+        text, _ = rewrites.conv1d_taps(conv1d(
+            "tensor<1x16x261xf32>", "tensor<64x16x3xf32>", "tensor<1x64x130xf32>", 2, 1))
+        text, count = rewrites.packed_matmuls(text, target)
+        assert count == 1 and "tensor.pad" in text
+        return text, flags_of(rewrite)
     if rewrite == "patch_matmuls":  # IREE's own matmul, without packed_matmuls
         text, count = rewrites.patch_matmuls(module([PATCH]))
         assert count == 1
@@ -996,7 +1003,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
                                      "packed_matmuls", "patch_matmuls", "cache_attention",
                                      "conv3d_im2col", "conv3d_as_conv2d",
                                      "conv_transpose_phases", "conv_transpose_phases_convs",
-                                     "depthwise_taps"])
+                                     "depthwise_taps", "conv1d_taps+packed_matmuls"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),
@@ -1928,6 +1935,40 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch):
             assert all(c.ok for c in checks), [c.detail for c in checks]
         else:
             assert not any(c.ok for c in checks)
+
+
+@pytest.mark.iree
+def test_packed_matmuls_pack_a_1d_convs_taps_from_its_input_in_place(tools, tmp_path):
+    """conv1d_taps' matmul (batch 1: 48 filters by 3 taps of 16 channels, stride 2, dilation
+    2, 49 positions: not whole column tiles) packed: its B is no copy of the taps' slices
+    packed again but one op reading the input, zero-padded past its end, into the tiles;
+    IREE runs it to numpy's conv. Reading the taps in reverse, it does not."""
+    from iree_dispatch_profiler.core.library import DataType, Target
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.ops import cpu_tiles
+
+    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    _, n0, _ = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    rng = np.random.default_rng(0)
+    x, k = (rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 101), (48, 16, 3)))
+    init = np.zeros((1, 48, 49), np.float32)
+    wanted = sum(np.einsum("ncw,fc->nfw", x[:, :, t * 2::2][:, :, :49].astype(np.float64),
+                           k[:, :, t]) for t in range(3))
+    text, _ = rewrites.conv1d_taps(conv1d(*(f"tensor<{'x'.join(map(str, a.shape))}xf32>"
+                                            for a in (x, k, init)), 2, 2))
+    text, count = rewrites.packed_matmuls(text, cpu)
+    read = f"-> (d2, d0 * {2 * n0} + d3 * 2 + d1 * 2)>"
+    assert count == 1 and read in text
+    # the A and the accumulator packed; the B read in place, from the input padded to the
+    # last tile's columns: 2 * (columns - 1) + 2 * 2 + 1
+    assert text.count("linalg.pack") == 2 and "tensor.pad" in text
+    assert f"tensor<16x{2 * (-(-49 // n0) * n0 - 1) + 5}xf32>" in text
+    wrong = text.replace(read, f"-> (d2, d0 * {2 * n0} + d3 * 2 - d1 * 2 + 4)>")
+    results = agreements(tools, tmp_path, (x, k, init), {"rewritten": text, "wrong": wrong},
+                         wanted)
+    assert results["rewritten"].ok, results["rewritten"].detail
+    assert not results["wrong"].ok
 
 
 def biased_linears(m: int, k: int, n: int, weight: str, bias: str) -> str:
