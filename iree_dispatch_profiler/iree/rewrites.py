@@ -820,7 +820,7 @@ def _producer_chain(value, dims: list[int], through_copies: bool = False):
         if op.name not in RESHAPES or len(op.operands) != 1:
             return op, dims, chain
         chain.append((op, dims))
-        groups = [_ints_of(g) for g in op.attributes["reassociation"]]
+        groups = _groups_of(op)
         source = ir.RankedTensorType(op.operands[0].type).shape
         if op.name == "tensor.collapse_shape":  # a result dim is a group of the source's
             wide = [[d for d in groups[i] if source[d] != 1] for i in dims]
@@ -841,6 +841,11 @@ def _ints_of(array) -> list[int]:
     from iree.compiler import ir
 
     return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(array)]
+
+
+def _groups_of(reshape) -> list[list[int]]:
+    """An expand_shape's or collapse_shape's reassociation, as lists of dims."""
+    return [_ints_of(g) for g in reshape.attributes["reassociation"]]
 
 
 def _constant(value) -> float | None:
@@ -1050,7 +1055,7 @@ def _key_pieces(joined, copy_at: int) -> list:
         for op, (at,) in reversed(chain[copy_at + 1:]):
             shape = list(ir.RankedTensorType(op.results[0].type).shape)
             shape[at] = keys
-            piece = _reshaped(piece, shape, [_ints_of(g) for g in op.attributes["reassociation"]])
+            piece = _reshaped(piece, shape, _groups_of(op))
         pieces.append(piece)
     return pieces
 
@@ -1898,8 +1903,7 @@ def _taps_packed(b, n1: int, n0: int):
     along, (_, _, sizes, strides) = _concat_dim(concat), slices[0]
     wide = [d for d, size in enumerate(sizes) if size != 1 and d != along]
     groups = [list(range(along + 1)), list(range(along + 1, len(source)))]
-    if len(wide) != 1 or wide[0] < along or [_ints_of(g) for g in ir.ArrayAttr(
-            owner.attributes["reassociation"])] != groups:
+    if len(wide) != 1 or wide[0] < along or _groups_of(owner) != groups:
         return None
     w = wide[0]
     offsets = [s[1][w] for s in slices]
