@@ -6,7 +6,8 @@ a KV cache (GPT-2's, and LLaMA's of grouped KV heads), ResNet stages, a MobileNe
 depthwise-separable block, a ResNeXt grouped-conv bottleneck, a CNN classifier (batch norm,
 global average pool), an MLP, a small MLP head, a diffusion UNet residual block (GroupNorm), a
 vision transformer's patch embedding, a recommender tower (token ids into an embedding table),
-a speech feature encoder (Conv1d) and a 3-D UNet block (Conv3d). They read
+a speech feature encoder (Conv1d), a speech recognizer's stem (Whisper's padded Conv1d
+over mel frames) and a 3-D UNet block (Conv3d). They read
 their weights from a parameter archive, as deployed models do (an .irpa of random weights is
 written for each, and PyTorch is given the same ones); the encoder block also comes with its
 weights as function arguments, the other way models are exported, to show what that costs.
@@ -91,6 +92,9 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
                     "batch norm, ReLU, batch 1",
     "audio_encoder": "speech feature encoder: 1 s of 16 kHz audio, strided Conv1d 1->256 (k 10), "
                      "GroupNorm, then 256->256 (k 3, 3, 2), GELU",
+    "speech_stem": "speech recognizer stem (Whisper tiny's): 80 mel bins x 3000 frames, Conv1d "
+                   "80->384 (k 3, padding 1), GELU, Conv1d 384->384 (k 3, stride 2, padding 1), "
+                   "GELU",
 }
 SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain",

@@ -307,6 +307,16 @@ class AudioEncoder(torch.nn.Module):
         return f.gelu(f.conv1d(x, w3, stride=2))
 
 
+class SpeechStem(torch.nn.Module):
+    """A speech recognizer's encoder stem over a log-mel spectrogram (Whisper's): a padded
+    Conv1d, GELU, a padded stride-2 Conv1d, GELU, both with bias."""
+
+    def forward(self, x, w1, b1, w2, b2):
+        f = torch.nn.functional
+        x = f.gelu(f.conv1d(x, w1, b1, padding=1))
+        return f.gelu(f.conv1d(x, w2, b2, stride=2, padding=1))
+
+
 class IndexedInputs(torch.nn.Module):
     """Integer arguments that index tensors the ways exported models do: token ids and
     position ids into embedding tables, index_select on a weight, and gather along a
@@ -536,6 +546,10 @@ MODELS = {
                            BENCHMARKS, "speech feature encoder: 1 s of 16 kHz audio, strided "
                            "Conv1d 1->256 (k 10), GroupNorm, then 256->256 (k 3, 3, 2), GELU",
                            inputs=1),
+    "speech_stem": Model(SpeechStem, [(1, 80, 3000), (384, 80, 3), (384,), (384, 384, 3),
+                                      (384,)], BENCHMARKS, "speech recognizer stem (Whisper "
+                         "tiny's): 80 mel bins x 3000 frames, Conv1d 80->384 (k 3, padding 1), "
+                         "GELU, Conv1d 384->384 (k 3, stride 2, padding 1), GELU", inputs=1),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
                                               (1,)], BENCHMARKS, "recommender tower: 32 x 8 token "
                              "ids into a 10000 x 64 embedding table, mean pool, MLP 64->256->1",
