@@ -252,9 +252,10 @@ def test_a_loaded_machine_is_measured_slower_than_a_quiet_one(tools, tmp_path):
     assert any(s.significant and s.ratio.median < 1 for s in found), said
     # nothing gains from the hogs: no kernel faster loaded than when quiet, before and after
     # (one quiet reading alone was once slowed by a neighbour, in a test run). The in-cache
-    # compute kernel is left out: on a 2-core VM its 0.16 ms dispatch on two workers ran at
-    # about one core's rate or two within one quiet reading (205 GFLOP/s [117, 210]), and
-    # once measured 94% faster loaded than both quiet readings.
+    # compute kernel is left out: it is the one the VM's spells halve (both workers busy,
+    # each tile at half rate: 117 against 205-235 GFLOP/s in one afternoon on a Zen 4), and
+    # a spell over both quiet readings, not the loaded one, once measured it 94% faster
+    # loaded.
     faster = [{s.kernel for s in calibration.shifts(q, loaded)
                if s.significant and s.ratio.median > 1 and s.kernel != "compute"}
               for q in (quiet, again)]
