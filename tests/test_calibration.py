@@ -253,7 +253,7 @@ def test_a_loaded_machine_is_measured_slower_than_a_quiet_one(tools, tmp_path):
     # nothing gains from the hogs: no kernel faster loaded than when quiet, before and after
     # (one quiet reading alone was once slowed by a neighbour, in a test run). The in-cache
     # compute kernel is left out: it is the one the VM's spells halve (both workers busy,
-    # each tile at half rate: 117 against 205-235 GFLOP/s in one afternoon on a Zen 4), and
+    # each tile at half rate: 117 against 209-222 GFLOP/s in one day on a Zen 4), and
     # a spell over both quiet readings, not the loaded one, once measured it 94% faster
     # loaded.
     faster = [{s.kernel for s in calibration.shifts(q, loaded)
