@@ -55,7 +55,7 @@ from iree_dispatch_profiler.measure.verification import agreement
 from iree_dispatch_profiler.tuning.model import final
 from iree_dispatch_profiler.tuning.paths import TuningPaths
 
-MODELS = {  # the models of export_models.MODELS that live in benchmarks/data
+MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, and what each is
     "bert_layer": "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1",
     "encoder_block": "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1; weights as "
                      "function arguments",

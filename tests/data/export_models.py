@@ -431,7 +431,6 @@ class Model:
     make: Callable[[], torch.nn.Module]
     shapes: list[tuple[int, ...]]  # of the forward's arguments: input, then weights
     folder: Path
-    about: str = ""  # for benchmarks: what it is
     # with a number: the first `inputs` arguments are the activations and the weights are
     # parameters (`Weighted`); without: every weight is a function argument
     inputs: int | None = None
@@ -478,82 +477,54 @@ MODELS = {
     # exported, except the encoder block, kept with its weights as arguments beside its
     # parameter form (bench_store.py and the README's commands use it)
     "bert_layer": Model(lambda: EncoderBlock(12), encoder_args(768, 128, 3072), BENCHMARKS,
-                        "BERT-base encoder layer: seq 128, d 768, 12 heads, FFN 3072, batch 1",
                         inputs=1),
-    "encoder_block": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024), BENCHMARKS,
-                           "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1; weights "
-                           "as arguments"),
+    "encoder_block": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024), BENCHMARKS),
     "encoder_block_params": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024),
-                                  BENCHMARKS, "the encoder block with its weights as parameters",
-                                  inputs=1),
+                                  BENCHMARKS, inputs=1),
     # the encoder block at twice the sequence: a related model (benchmarks/bench_store.py)
-    "encoder_block_s256": Model(lambda: EncoderBlock(4), encoder_args(256, 256, 1024), BENCHMARKS,
-                                "encoder block: seq 256, d 256, 4 heads, FFN 1024, batch 1"),
+    "encoder_block_s256": Model(lambda: EncoderBlock(4), encoder_args(256, 256, 1024), BENCHMARKS),
     "causal_block": Model(lambda: EncoderBlock(8, causal=True), encoder_args(512, 256, 2048),
-                          BENCHMARKS, "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048",
-                          inputs=1),
+                          BENCHMARKS, inputs=1),
     "llama_block": Model(lambda: LlamaBlock(8, 2), llama_args(512, 128, 8, 2, 1376), BENCHMARKS,
-                         "LLaMA-style block, prefill: seq 128, d 512, 8 heads sharing 2 KV heads, "
-                         "RoPE, RMSNorm, SwiGLU FFN 1376", inputs=1),
-    "resnet_stage_b1": Model(ResNetStage, stage_args(1), BENCHMARKS,
-                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 1", inputs=1),
-    "resnet_stage_b2": Model(ResNetStage, stage_args(2), BENCHMARKS,
-                             "ResNet-18 stage entry 64->128, 56x56 -> 28x28, batch 2", inputs=1),
+                         inputs=1),
+    "resnet_stage_b1": Model(ResNetStage, stage_args(1), BENCHMARKS, inputs=1),
+    "resnet_stage_b2": Model(ResNetStage, stage_args(2), BENCHMARKS, inputs=1),
     "mlp_1024": Model(Mlp, [(64, 512), (1024, 512), (1024,), (512, 1024), (512,)], BENCHMARKS,
-                      "MLP: 64 x 512 -> 1024 -> 512, ReLU", inputs=1),
+                      inputs=1),
     "mlp_head": Model(Mlp, [(1, 256), (256, 256), (256,), (10, 256), (10,)], BENCHMARKS,
                       inputs=1),
     "mobilenet_block": Model(InvertedResidual, inverted_residual_args(24, 6, 56), BENCHMARKS,
-                             "MobileNetV2 inverted residual: 24 -> 144 -> 24 channels, 3x3 "
-                             "depthwise, 56x56, batch 1", inputs=1),
+                             inputs=1),
     "convnext_block": Model(ConvNeXtBlock, [(1, 96, 56, 56), (96, 1, 7, 7), (96,), (96,), (96,),
                                             (384, 96), (384,), (96, 384), (96,), (96,)],
-                            BENCHMARKS, "ConvNeXt block: 7x7 depthwise 96 channels, 56x56, "
-                            "permuted to channels-last, LayerNorm, GELU MLP 96->384->96, layer "
-                            "scale, batch 1", inputs=1),
+                            BENCHMARKS, inputs=1),
     "resnext_block": Model(lambda: GroupedBottleneck(32), bottleneck_args(256, 256, 32, 28),
-                           BENCHMARKS, "ResNeXt bottleneck: 256 -> 256 (32 groups of 8, 3x3) -> "
-                           "256 channels, 28x28, batch 1", inputs=1),
+                           BENCHMARKS, inputs=1),
     "cnn_classifier": Model(Classifier, classifier_args(128, 32, 128, 1000), BENCHMARKS,
-                            "CNN classifier: 128x128 RGB, conv 3->32 stride 2, batch norm, max "
-                            "pool, conv 32->128, global average pool, 1000 classes", inputs=1),
+                            inputs=1),
     "gpt2_decode": Model(lambda: DecodeStep(12), decode_args(768, 12, 511, 3072), BENCHMARKS,
-                         "GPT-2 small decode step: one token against a 511-token KV cache, d 768, "
-                         "12 heads, FFN 3072", inputs=3),
+                         inputs=3),
     "llama_decode": Model(lambda: LlamaDecode(8, 2), llama_decode_args(512, 8, 2, 511, 1376),
-                          BENCHMARKS, "LLaMA-style decode step: one token against a 511-token "
-                          "KV cache of 2 KV heads shared by 8 query heads, d 512, RoPE, SwiGLU "
-                          "FFN 1376", inputs=3),
+                          BENCHMARKS, inputs=3),
     "unet_resblock": Model(GroupNormResBlock, [(1, 128, 32, 32), (128,), (128,), (128, 128, 3, 3),
                                                (128,), (128,), (128,), (128, 128, 3, 3), (128,)],
-                           BENCHMARKS, "diffusion UNet residual block: GroupNorm(32), SiLU, 3x3 "
-                           "conv 128->128, twice, 32x32, batch 1", inputs=1),
+                           BENCHMARKS, inputs=1),
     "unet_up": Model(UpBlock, [(1, 128, 32, 32), (1, 64, 64, 64), (128, 64, 2, 2), (64,),
                                (64, 128, 3, 3), (64,), (64, 64, 3, 3), (64,)], BENCHMARKS,
-                     "segmentation UNet decoder step: ConvTranspose2d 128->64 2x2 stride 2, "
-                     "32x32 -> 64x64, the skip joined, 3x3 conv 128->64 and 64->64, ReLU, batch 1",
                      inputs=2),
     "vit_patch_embed": Model(PatchEmbedding, [(1, 3, 224, 224), (192, 3, 16, 16), (192,), (192,),
                                               (192,), (768, 192), (768,), (192, 768), (192,)],
-                             BENCHMARKS, "vision transformer stem: 224x224 RGB in 16x16 patches "
-                             "(196 tokens of 192), LayerNorm, GELU MLP 192->768->192", inputs=1),
+                             BENCHMARKS, inputs=1),
     "volume_block": Model(VolumeBlock, [(1, 16, 16, 32, 32), (32, 16, 3, 3, 3), (32,), (32,),
                                         (32,), (32,), (32,), (32, 32, 3, 3, 3), (32,)],
-                          BENCHMARKS, "3-D UNet double conv: 16 -> 32 -> 32 channels, 3x3x3, "
-                          "16x32x32 volume, batch norm, ReLU, batch 1", inputs=1),
+                          BENCHMARKS, inputs=1),
     "audio_encoder": Model(AudioEncoder, [(1, 1, 16000), (256, 1, 10), (256,), (256,),
                                           (256, 256, 3), (256, 256, 3), (256, 256, 2)],
-                           BENCHMARKS, "speech feature encoder: 1 s of 16 kHz audio, strided "
-                           "Conv1d 1->256 (k 10), GroupNorm, then 256->256 (k 3, 3, 2), GELU",
-                           inputs=1),
+                           BENCHMARKS, inputs=1),
     "speech_stem": Model(SpeechStem, [(1, 80, 3000), (384, 80, 3), (384,), (384, 384, 3),
-                                      (384,)], BENCHMARKS, "speech recognizer stem (Whisper "
-                         "tiny's): 80 mel bins x 3000 frames, Conv1d 80->384 (k 3, padding 1), "
-                         "GELU, Conv1d 384->384 (k 3, stride 2, padding 1), GELU", inputs=1),
+                                      (384,)], BENCHMARKS, inputs=1),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
-                                              (1,)], BENCHMARKS, "recommender tower: 32 x 8 token "
-                             "ids into a 10000 x 64 embedding table, mean pool, MLP 64->256->1",
-                             inputs=1, ids=10000),
+                                              (1,)], BENCHMARKS, inputs=1, ids=10000),
 }
 
 
