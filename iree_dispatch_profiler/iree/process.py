@@ -57,7 +57,15 @@ def _where(error: str, after: list[str]) -> str:
     quoted = re.match(r"\s*(?:%[\w#:, %]*=\s*)?\"?([a-z_]\w*\.[\w.]+)\"?(?: \"([\w.]+)\")?",
                       after[0]) if after else None
     op = quoted and (quoted[2] or quoted[1])
-    return f" (at {place[1]}:{place[2]}{': ' + op if op else ''})"
+    where = f" (at {place[1]}:{place[2]}{': ' + op if op else ''})"
+    if quoted and quoted[2] and quoted[1] == "torch.operator":
+        # iree-turbine keeps such ops (aten.lstm, aten.gru) whole unless its table decomposes
+        # them; torch.export's own table leaves ops torch-mlir does not lower either
+        python_op = re.sub(r"^torch\.", "torch.ops.", quoted[2])
+        where += (f"; torch-mlir does not lower {quoted[2]}: export the model with it "
+                  "decomposed, under iree.turbine.aot.decompositions.extend_aot_decompositions"
+                  f"(add_ops=[{python_op}])")
+    return where
 
 
 def run(command: list[str], timeout: float) -> ProcessResult:
