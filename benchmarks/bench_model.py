@@ -7,7 +7,7 @@ depthwise-separable block, a ResNeXt grouped-conv bottleneck, a CNN classifier (
 global average pool), an MLP, a small MLP head, a diffusion UNet residual block (GroupNorm), a
 vision transformer's patch embedding, a recommender tower (token ids into an embedding table),
 a speech feature encoder (Conv1d), a speech recognizer's stem (Whisper's padded Conv1d
-over mel frames) and a 3-D UNet block (Conv3d). They read
+over mel frames), a recurrent layer (LSTM) and a 3-D UNet block (Conv3d). They read
 their weights from a parameter archive, as deployed models do (an .irpa of random weights is
 written for each, and PyTorch is given the same ones); the encoder block also comes with its
 weights as function arguments, the other way models are exported, to show what that costs.
@@ -95,6 +95,9 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
     "speech_stem": "speech recognizer stem (Whisper tiny's): 80 mel bins x 3000 frames, Conv1d "
                    "80->384 (k 3, padding 1), GELU, Conv1d 384->384 (k 3, stride 2, padding 1), "
                    "GELU",
+    "lstm_layer": "one-layer LSTM (PyTorch's fused aten.lstm): 64 steps, 128 inputs, 256 "
+                  "hidden, batch 1; exported decomposed, a matrix-vector product and the gates "
+                  "per step",
 }
 SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain",

@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 import torch
 from iree.turbine import aot
+from iree.turbine.aot.decompositions import extend_aot_decompositions
 
 HERE = Path(__file__).parent
 BENCHMARKS = HERE.parent.parent / "benchmarks" / "data"
@@ -317,6 +318,18 @@ class SpeechStem(torch.nn.Module):
         return f.gelu(f.conv1d(x, w2, b2, stride=2, padding=1))
 
 
+class LstmLayer(torch.nn.Module):
+    """A one-layer LSTM over a sequence from a zero state, as torch.nn.LSTM calls it (aten.lstm:
+    PyTorch's fused CPU kernel): per step, the hidden state times the hidden-to-hidden weights
+    and the gates. It exports only decomposed (`Model.decompose`): torch-mlir does not lower
+    aten.lstm."""
+
+    def forward(self, x, w_ih, w_hh, b_ih, b_hh):
+        zeros = x.new_zeros(1, x.shape[0], w_hh.shape[1])
+        return torch.lstm(x, (zeros, zeros), [w_ih, w_hh, b_ih, b_hh], True, 1, 0.0, False,
+                          False, True)[0]
+
+
 class IndexedInputs(torch.nn.Module):
     """Integer arguments that index tensors the ways exported models do: token ids and
     position ids into embedding tables, index_select on a weight, and gather along a
@@ -436,6 +449,9 @@ class Model:
     inputs: int | None = None
     dynamic_batch: bool = False  # the first argument's first dim exported dynamic
     ids: int = 0  # with a number: the first argument is token ids below it (int64)
+    # ops exported as their parts (iree-turbine's table), as users must for ops torch-mlir
+    # does not lower
+    decompose: tuple = ()
 
     def module(self) -> torch.nn.Module:
         if self.inputs is None:
@@ -456,7 +472,8 @@ class Model:
         args = [torch.rand(s) for s in self.shapes[:count]]
         if self.ids:
             args[0] = torch.randint(0, self.ids, self.shapes[0])
-        exported = aot.export(module, args=tuple(args), dynamic_shapes=dynamic)
+        with extend_aot_decompositions(add_ops=list(self.decompose)):
+            exported = aot.export(module, args=tuple(args), dynamic_shapes=dynamic)
         path.write_text(str(exported.mlir_module))
         return path
 
@@ -523,6 +540,8 @@ MODELS = {
                            BENCHMARKS, inputs=1),
     "speech_stem": Model(SpeechStem, [(1, 80, 3000), (384, 80, 3), (384,), (384, 384, 3),
                                       (384,)], BENCHMARKS, inputs=1),
+    "lstm_layer": Model(LstmLayer, [(1, 64, 128), (1024, 128), (1024, 256), (1024,), (1024,)],
+                        BENCHMARKS, inputs=1, decompose=(torch.ops.aten.lstm.input,)),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
                                               (1,)], BENCHMARKS, inputs=1, ids=10000),
 }
