@@ -49,7 +49,8 @@ class ProcessResult:
 
 def _where(error: str, after: list[str]) -> str:
     """` (at x.mlir:180: torch.aten.topk)` for a diagnostic `x.mlir:180:25: error: ...` whose
-    next line quotes the source op; "" where it names no file line."""
+    next line quotes the source op, and how to export it decomposed where torch-mlir left it a
+    `torch.operator`; "" where it names no file line."""
     place = re.match(r"\s*(?:.*/)?([^/:\s]+):(\d+):\d+: error:", error)
     if not place:
         return ""
