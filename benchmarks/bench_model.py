@@ -7,7 +7,9 @@ depthwise-separable block, a ResNeXt grouped-conv bottleneck, a CNN classifier (
 global average pool), an MLP, a small MLP head, a diffusion UNet residual block (GroupNorm), a
 vision transformer's patch embedding, a recommender tower (token ids into an embedding table),
 a speech feature encoder (Conv1d), a speech recognizer's stem (Whisper's padded Conv1d
-over mel frames), a recurrent layer (LSTM) and a 3-D UNet block (Conv3d). They read
+over mel frames), recurrent layers (LSTM, GRU), T5's attention (a relative-position bias
+computed in the graph), a Swin transformer's shifted-window attention (torch.roll, many small
+windows) and a 3-D UNet block (Conv3d). They read
 their weights from a parameter archive, as deployed models do (an .irpa of random weights is
 written for each, and PyTorch is given the same ones); the encoder block also comes with its
 weights as function arguments, the other way models are exported, to show what that costs.
@@ -98,6 +100,12 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
     "lstm_layer": "one-layer LSTM (PyTorch's fused aten.lstm): 64 steps, 128 inputs, 256 "
                   "hidden, batch 1; exported decomposed, a matrix-vector product and the gates "
                   "per step",
+    "gru_layer": "one-layer GRU (aten.gru): 64 steps, 128 inputs, 256 hidden, batch 1; exported "
+                 "decomposed as the LSTM",
+    "t5_attention": "T5 self-attention: seq 128, d 256, 4 heads, no scaling, a learned bias per "
+                    "head by relative-position bucket (integer ops, a log, a lookup)",
+    "swin_block": "Swin shifted-window attention: 56x56x96 channels last, LayerNorm, torch.roll, "
+                  "7x7 windows (64 windows x 3 heads of 49 tokens), residual",
 }
 SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain",

@@ -180,22 +180,44 @@ def test_bytes_that_are_no_mlir_are_one_line(tmp_path):
                        "neither MLIR text nor MLIR bytecode")
 
 
+def tune_failing_model(tmp_path, name: str, body: str, arguments: str, result: str):
+    """autotune.py --model on a one-function torch module IREE fails on; no folder is left."""
+    model = tmp_path / name
+    model.write_text(f"func.func @main({arguments}) -> {result} {{\n{body}"
+                     f"  return %0 : {result}\n}}\n")
+    outcome = run_script("autotune.py", "--input", model, "--model", "--output",
+                         tmp_path / "out" / "x.csv", timeout=120)
+    assert not (tmp_path / "out").exists()  # nor the folders it would have written in
+    return outcome
+
+
 def test_a_model_iree_cannot_compile_is_one_line_naming_the_op_it_failed_on(tmp_path):
     """A model IREE fails on (here an op torch-mlir cannot lower, as PyTorch's GRU) is one
     line: IREE's diagnostic, the source line and op it points at, and how to export it so it
-    arrives decomposed; no folder is left."""
-    model = tmp_path / "gru.mlir"
-    model.write_text(
-        "func.func @main(%x: !torch.vtensor<[2,4],f32>) -> !torch.vtensor<[2,4],f32> {\n"
-        '  %0 = torch.operator "torch.aten.not_an_op"(%x) : (!torch.vtensor<[2,4],f32>) -> '
-        "!torch.vtensor<[2,4],f32>\n"
-        "  return %0 : !torch.vtensor<[2,4],f32>\n}\n")
-    result = run_script("autotune.py", "--input", model, "--model", "--output",
-                        tmp_path / "out" / "x.csv", timeout=120)
+    arrives decomposed."""
+    tensor = "!torch.vtensor<[2,4],f32>"
+    result = tune_failing_model(
+        tmp_path, "gru.mlir",
+        f'  %0 = torch.operator "torch.aten.not_an_op"(%x) : ({tensor}) -> {tensor}\n',
+        f"%x: {tensor}", tensor)
     one_line_error(result, "failed to legalize operation 'torch.operator'")
     assert "(at gru.mlir:2: torch.aten.not_an_op); torch-mlir does not lower" in result.stderr
     assert result.stderr.rstrip().endswith("(add_ops=[torch.ops.aten.not_an_op])"), result.stderr
-    assert not (tmp_path / "out").exists()  # nor the folders it would have written in
+
+
+def test_a_model_iree_crashes_on_is_one_line_naming_the_pattern_that_crashed(tmp_path):
+    """IREE 3.13's iree-compile crashes (SIGSEGV) lowering torch's scatter of a source, as a
+    mixture-of-experts router exports it (top-k gates scattered into a dense gate matrix): the
+    error names the lowering that crashed, so the user knows which op to export another way."""
+    gates, picks = "!torch.vtensor<[4,8],f32>", "!torch.vtensor<[4,2],f32>"
+    ids = "!torch.vtensor<[4,2],si64>"
+    result = tune_failing_model(
+        tmp_path, "moe_gates.mlir",
+        "  %dim = torch.constant.int -1\n"
+        f"  %0 = torch.aten.scatter.src %g, %dim, %i, %s : {gates}, !torch.int, {ids}, {picks} "
+        f"-> {gates}\n", f"%g: {gates}, %i: {ids}, %s: {picks}", gates)
+    one_line_error(result, "iree-compile crashed (SIGSEGV) in "
+                           "ConvertAtenScatterOp<AtenScatterSrcOp> (TorchToTMTensor.cpp)")
 
 
 def test_gpu_dispatches_are_profiled_where_only_the_runtime_is(tiny, tools, tmp_path):

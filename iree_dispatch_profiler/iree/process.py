@@ -30,7 +30,8 @@ class ProcessResult:
         if self.returncode is None:
             return f"{what} {TIMED_OUT} after {timeout:g} s"
         if self.returncode < 0:
-            return f"{what} crashed ({signal.Signals(-self.returncode).name})"
+            return (f"{what} crashed ({signal.Signals(-self.returncode).name})"
+                    f"{_crash_site(self.stderr)}")
         # IREE's first diagnostic, without the `/long/path/x.mlir:3:5: error: ` prefix (the full
         # text stays in the log), and where in the source it is: the line and its op
         lines = self.stderr.splitlines()
@@ -45,6 +46,18 @@ class ProcessResult:
                 return f"{what}: {match.group(1)}"
         detail = (self.stderr.strip().splitlines() or ["no output"])[-1].strip()
         return f"{what} exited {self.returncode}: {detail[:300]}"
+
+
+def _crash_site(stderr: str) -> str:
+    """` in ConvertAtenScatterOp<AtenScatterSrcOp> (TorchToTMTensor.cpp)`: the innermost pattern
+    or pass running when a compiler crashed, from LLVM's stack dump (`#12 0x... symbol file:0:0`):
+    which op of the model to export another way, or to report; "" without one."""
+    for frame in re.finditer(r"^\s*#\d+ 0x[0-9a-f]+ (.*?)::(matchAndRewrite|runOnOperation)\(.*?"
+                             r"(?:\s(\w+\.cpp):\d+:\d+)?$", stderr, re.MULTILINE):
+        # the class without its namespaces: mlir::torch::(anonymous namespace)::X<mlir::Y> -> X<Y>
+        name = re.sub(r"(?:\(anonymous namespace\)|\w+)::", "", frame[1])
+        return f" in {name}" + (f" ({frame[3]})" if frame[3] else "")
+    return ""
 
 
 def _where(error: str, after: list[str]) -> str:

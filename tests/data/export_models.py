@@ -13,6 +13,7 @@ MODELS to time PyTorch eager beside IREE."""
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -330,6 +331,70 @@ class LstmLayer(torch.nn.Module):
                           False, True)[0]
 
 
+class GruLayer(torch.nn.Module):
+    """A one-layer GRU over a sequence from a zero state, as torch.nn.GRU calls it (aten.gru,
+    exported decomposed as the LSTM is)."""
+
+    def forward(self, x, w_ih, w_hh, b_ih, b_hh):
+        zeros = x.new_zeros(1, x.shape[0], w_hh.shape[1])
+        return torch.gru(x, zeros, [w_ih, w_hh, b_ih, b_hh], True, 1, 0.0, False, False, True)[0]
+
+
+class RelativeAttention(torch.nn.Module):
+    """T5's self-attention: no scaling, and a learned bias per head looked up by the bucket of
+    each query-key distance (exact near, logarithmic far), computed from the positions in the
+    graph (integer arithmetic, a log and an embedding lookup)."""
+
+    def __init__(self, heads: int, buckets: int = 32, max_distance: int = 128):
+        super().__init__()
+        self.heads, self.buckets, self.max_distance = heads, buckets, max_distance
+
+    def bucket(self, distance):
+        half = self.buckets // 2
+        exact = half // 2
+        sign = (distance > 0).long() * half
+        distance = distance.abs()
+        far = exact + (torch.log(distance.float() / exact + 1e-6)
+                       / math.log(self.max_distance / exact) * (half - exact)).long()
+        far = torch.minimum(far, torch.full_like(far, half - 1))
+        return sign + torch.where(distance < exact, distance, far)
+
+    def forward(self, x, wqkv, wo, bias_table):
+        f = torch.nn.functional
+        batch, seq, dim = x.shape
+        q, k, v = f.linear(x, wqkv).view(batch, seq, 3, self.heads, dim // self.heads).permute(
+            2, 0, 3, 1, 4)
+        positions = torch.arange(seq)
+        bias = f.embedding(self.bucket(positions[None, :] - positions[:, None]), bias_table)
+        scores = q @ k.transpose(-1, -2) + bias.permute(2, 0, 1)[None]
+        attention = torch.softmax(scores, -1) @ v
+        return f.linear(attention.transpose(1, 2).reshape(batch, seq, dim), wo)
+
+
+class ShiftedWindowBlock(torch.nn.Module):
+    """A Swin transformer's shifted-window attention (channels last): LayerNorm, a cyclic shift
+    (torch.roll), the image cut into 7x7 windows, attention within each window, the windows put
+    back, the shift undone, residual."""
+
+    def __init__(self, heads: int, window: int = 7):
+        super().__init__()
+        self.heads, self.window = heads, window
+
+    def forward(self, x, ln_w, ln_b, wqkv, bqkv, wo, bo):
+        f = torch.nn.functional
+        batch, height, width, c = x.shape
+        w, shift = self.window, self.window // 2
+        y = torch.roll(f.layer_norm(x, (c,), ln_w, ln_b), shifts=(-shift, -shift), dims=(1, 2))
+        y = y.view(batch, height // w, w, width // w, w, c).permute(0, 1, 3, 2, 4, 5)
+        q, k, v = f.linear(y.reshape(-1, w * w, c), wqkv, bqkv).view(
+            -1, w * w, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        y = f.linear(f.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(
+            -1, w * w, c), wo, bo)
+        y = y.view(batch, height // w, width // w, w, w, c).permute(0, 1, 3, 2, 4, 5)
+        return x + torch.roll(y.reshape(batch, height, width, c), shifts=(shift, shift),
+                              dims=(1, 2))
+
+
 class IndexedInputs(torch.nn.Module):
     """Integer arguments that index tensors the ways exported models do: token ids and
     position ids into embedding tables, index_select on a weight, and gather along a
@@ -542,6 +607,13 @@ MODELS = {
                                       (384,)], BENCHMARKS, inputs=1),
     "lstm_layer": Model(LstmLayer, [(1, 64, 128), (1024, 128), (1024, 256), (1024,), (1024,)],
                         BENCHMARKS, inputs=1, decompose=(torch.ops.aten.lstm.input,)),
+    "gru_layer": Model(GruLayer, [(1, 64, 128), (768, 128), (768, 256), (768,), (768,)],
+                       BENCHMARKS, inputs=1, decompose=(torch.ops.aten.gru.input,)),
+    "t5_attention": Model(lambda: RelativeAttention(4), [(1, 128, 256), (768, 256), (256, 256),
+                                                          (32, 4)], BENCHMARKS, inputs=1),
+    "swin_block": Model(lambda: ShiftedWindowBlock(3), [(1, 56, 56, 96), (96,), (96,), (288, 96),
+                                                       (288,), (96, 96), (96,)], BENCHMARKS,
+                        inputs=1),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
                                               (1,)], BENCHMARKS, inputs=1, ids=10000),
 }
