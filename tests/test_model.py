@@ -386,6 +386,11 @@ def test_a_spec_for_batch1_convs_applies_with_im2col_and_ships_with_it(tools, tm
     timed = [line for line in script.read_text().splitlines() if line.startswith("iree-compile")]
     assert len(timed) == 1 and IM2COL in timed[0]
     assert f"--iree-codegen-tuning-spec-path={spec.resolve()}" in timed[0]
+    # for another CPU, the flags without the spec: its tiles are sized to this CPU's vectors
+    elsewhere = script.read_text().split("# For another machine")[1].splitlines()
+    assert "without the spec, whose tiles are sized to" in elsewhere[0]
+    assert IM2COL in elsewhere[1] and "--iree-llvmcpu-target-cpu=host" in elsewhere[1]
+    assert "tuning-spec-path" not in elsewhere[1]
     ranking = pd.read_csv(tmp_path / "conv_dispatches.csv", keep_default_na=False)
     assert not ranking["not_tunable"].str.contains("batch-1").any()
     assert (ranking["root"] == "linalg.matmul").sum() >= 2

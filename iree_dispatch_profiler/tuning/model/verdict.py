@@ -125,8 +125,8 @@ def shipped_flags(result: ModelResult) -> list[str]:
 def answer_line(result: ModelResult, script: Path) -> str:
     """What to compile the model with."""
     if result.answer and result.outputs_ok:
-        return (f"Answer: sh {script} (the iree-compile command that was timed; inside, the "
-                "same for another CPU)")
+        return (f"Answer: sh {script} (the iree-compile command that was timed; inside, its "
+                "flags for another CPU)")
     best = best_runtime(result)  # IREE's default's: nothing is shipped
     run = f", run with `{how_to_run(best)}`" if best is not None else ""
     if not result.answer:
@@ -143,8 +143,10 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
                             answer_flags(result))
     portable = dataclasses.replace(target, cpu="host", cpu_features="", target_triple="",
                                    cpu_target=None)
+    # without the spec: its tiles are sized to this CPU's vectors, and AVX-512 tiles fail on
+    # AVX2 or NEON ("large vector sizes": a Swin block's and T5 attention's, IREE 3.13)
     elsewhere = compile_command(tuner.tools, portable, s.input.resolve(), Path(vmfb),
-                                answer_flags(result))
+                                shipped_flags(result))
     best = best_runtime(result)
     run_line = [*(BATCH_RUN if best is not None and best.policy == process.BATCH else []),
                 "iree-run-module", f"--module={vmfb}",
@@ -161,7 +163,9 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
         f"{' '.join(SURVEY_FLAGS)} and dump flags, to check the spec):",
         "set -e",
         shlex.join(["iree-compile", *timed[1:]]),
-        "# For another machine, the same flags with the CPU IREE finds there:",
+        "# For another machine, the same flags with the CPU IREE finds there" + (
+            f" and without the spec, whose tiles are sized to {cpu.name}'s vectors (to tune one "
+            "there, run autotune.py there):" if result.spec else ":"),
         "#   " + shlex.join(["iree-compile", *elsewhere[1:]]),
         "# Run it as it was verified" + (f" ({how_to_run(best)}, which was faster):"
                                           if best is not None else ":"),
