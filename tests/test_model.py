@@ -383,11 +383,12 @@ def test_a_spec_for_batch1_convs_applies_with_im2col_and_ships_with_it(tools, tm
     assert "Outputs: agree" in result.stdout and flags.read_text().strip() == IM2COL
     script = tmp_path / "conv_compile.sh"
     assert f"Answer: sh {script}" in result.stdout
-    timed = [line for line in script.read_text().splitlines() if line.startswith("iree-compile")]
+    text = script.read_text()
+    timed = [line for line in text.splitlines() if line.startswith("iree-compile")]
     assert len(timed) == 1 and IM2COL in timed[0]
     assert f"--iree-codegen-tuning-spec-path={spec.resolve()}" in timed[0]
     # for another CPU, the flags without the spec: its tiles are sized to this CPU's vectors
-    elsewhere = script.read_text().split("# For another machine")[1].splitlines()
+    elsewhere = text.split("# For another machine")[1].splitlines()
     assert "without the spec, whose tiles are sized to" in elsewhere[0]
     assert IM2COL in elsewhere[1] and "--iree-llvmcpu-target-cpu=host" in elsewhere[1]
     assert "tuning-spec-path" not in elsewhere[1]

@@ -52,12 +52,13 @@ def _crash_site(stderr: str) -> str:
     """` in ConvertAtenScatterOp<AtenScatterSrcOp> (TorchToTMTensor.cpp)`: the innermost pattern
     or pass running when a compiler crashed, from LLVM's stack dump (`#12 0x... symbol file:0:0`):
     which op of the model to export another way, or to report; "" without one."""
-    for frame in re.finditer(r"^\s*#\d+ 0x[0-9a-f]+ (.*?)::(matchAndRewrite|runOnOperation)\(.*?"
-                             r"(?:\s(\w+\.cpp):\d+:\d+)?$", stderr, re.MULTILINE):
-        # the class without its namespaces: mlir::torch::(anonymous namespace)::X<mlir::Y> -> X<Y>
-        name = re.sub(r"(?:\(anonymous namespace\)|\w+)::", "", frame[1])
-        return f" in {name}" + (f" ({frame[3]})" if frame[3] else "")
-    return ""
+    frame = re.search(r"^\s*#\d+ 0x[0-9a-f]+ (.*?)::(matchAndRewrite|runOnOperation)\(.*?"
+                      r"(?:\s(\w+\.cpp):\d+:\d+)?$", stderr, re.MULTILINE)
+    if not frame:
+        return ""
+    # the class without its namespaces: mlir::torch::(anonymous namespace)::X<mlir::Y> -> X<Y>
+    name = re.sub(r"(?:\(anonymous namespace\)|\w+)::", "", frame[1])
+    return f" in {name}" + (f" ({frame[3]})" if frame[3] else "")
 
 
 def _where(error: str, after: list[str]) -> str:
