@@ -190,7 +190,7 @@ def test_a_torch_model_with_token_ids_and_parameters_is_compared(tmp_path):
                         "--variant", "base=", "--variant", "dt=--iree-opt-data-tiling",
                         "--random-inputs", "0", "--output", tmp_path / "r.json", "--time-budget", "2")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "argument 0 (1x32xi64) in [0, 96): it indexes a dimension of 96" in result.stdout
+    assert "argument 0 (1x32xi64) distinct in [0, 96): it indexes a dimension of 96" in result.stdout
     assert "agreement dt vs base, output 0" in result.stdout
     ids = np.load(tmp_path / "r_input0.npy")
     assert ids.dtype == np.int64 and 0 <= ids.min() and ids.max() < 96

@@ -280,9 +280,10 @@ INDEX_CASTS = {"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.e
 
 def index_bounds(path: Path, function: str) -> dict[int, int]:
     """Integer arguments of `function` whose elements index a tensor (token ids into an
-    embedding table, gather indices): argument number -> the size of the smallest dimension
-    they index. Found on the IR: the argument (or its hal.tensor.import), through reshapes and
-    slices, into a linalg op's body, through index casts, into `tensor.extract`."""
+    embedding table, gather indices, the positions a KV cache is written at): argument number
+    -> the size of the smallest dimension they index. Found on the IR: the argument (or its
+    hal.tensor.import), through reshapes, slices and concatenations, into a linalg op's body,
+    through index casts, into `tensor.extract`; or into a scatter's indices."""
     from iree.compiler import ir
 
     with ir.Context() as context:
@@ -311,31 +312,61 @@ def _indexed_sizes(tensor) -> list[int]:
     """Sizes of the dimensions the elements of `tensor` index."""
     from iree.compiler import ir
 
-    sizes, work, seen = [], [tensor], set()
+    # Each value with the column of its last dimension its elements sit in, where a concat
+    # built a scatter's index vectors (column c indexes the dimension_map[c] dimension).
+    sizes, work, seen = [], [(tensor, None)], set()
     while work:
-        value = work.pop()
-        if value in seen:
+        value, column = work.pop()
+        if (value, column) in seen:
             continue
-        seen.add(value)
+        seen.add((value, column))
         for use in value.uses:
             owner = use.owner.operation
             name = owner.name
             if name in SAME_ELEMENTS and use.operand_number == 0:
-                work.append(owner.results[0])
+                work.append((owner.results[0], column))
+            elif name == "tensor.concat":
+                work.append((owner.results[0], _concat_column(owner, use.operand_number)))
+            elif name == "iree_linalg_ext.scatter" and use.operand_number == 1:
+                sizes += _scattered_sizes(owner, column)
             elif name.startswith("linalg.") and owner.regions and owner.regions[0].blocks:
                 block = owner.regions[0].blocks[0]  # a tensor into a linalg op: its elements
                 if use.operand_number < len(block.arguments):
-                    work.append(block.arguments[use.operand_number])
+                    work.append((block.arguments[use.operand_number], None))
             elif name == "linalg.yield":  # copied or broadcast out: the op's result
-                work.append(owner.parent.results[use.operand_number])
+                work.append((owner.parent.results[use.operand_number], None))
             elif name in INDEX_CASTS:
-                work.append(owner.results[0])
+                work.append((owner.results[0], None))
             elif name == "tensor.extract" and use.operand_number >= 1:
                 table = ir.RankedTensorType(owner.operands[0].type)
                 dimension = use.operand_number - 1
                 if not table.is_dynamic_dim(dimension):
                     sizes.append(table.get_dim_size(dimension))
     return sizes
+
+
+def _concat_column(concat, operand: int) -> int | None:
+    """The column of the result's last dimension that a one-wide `operand` of a concat along
+    that dimension becomes; None otherwise."""
+    from iree.compiler import ir
+
+    types = [ir.RankedTensorType(o.type) for o in concat.operands]
+    last = types[operand].rank - 1
+    if ir.IntegerAttr(concat.attributes["dim"]).value != last or \
+            types[operand].get_dim_size(last) != 1:
+        return None
+    return sum(t.get_dim_size(last) for t in types[:operand])
+
+
+def _scattered_sizes(scatter, column: int | None) -> list[int]:
+    """The sizes of the dimensions of a scatter's destination its index vectors' `column`
+    indexes (every mapped dimension when the column is not known)."""
+    from iree.compiler import ir
+
+    destination = ir.RankedTensorType(scatter.operands[2].type)
+    mapped = list(ir.DenseI64ArrayAttr(scatter.attributes["dimension_map"]))
+    dimensions = mapped if column is None or column >= len(mapped) else [mapped[column]]
+    return [destination.get_dim_size(d) for d in dimensions if not destination.is_dynamic_dim(d)]
 
 
 @dataclass(frozen=True)
@@ -362,7 +393,8 @@ def random_inputs(signature: Signature, seed: int,
                   bounds: dict[int, int] | None = None) -> list[np.ndarray]:
     """numpy.random.rand cast to each argument's type; integers uniform in [-4, 4] (which
     rand's [0, 1) would turn into zeros), or in [0, bound) for an argument that indexes a
-    dimension of that size (index_bounds)."""
+    dimension of that size (index_bounds): distinct where they fit, as a scatter's indices
+    must be (positions written twice leave the result to the order of the writes)."""
     bounds = bounds or {}
     rng = np.random.default_rng(seed)
     arrays = []
@@ -371,8 +403,13 @@ def random_inputs(signature: Signature, seed: int,
         if argument.dtype == np.bool_:
             arrays.append(rng.random(argument.shape) < 0.5)
         elif np.issubdtype(argument.dtype, np.integer):
-            low, high = (0, bounds[i]) if i in bounds else (-4, 5)
-            arrays.append(rng.integers(low, high, size=argument.shape).astype(argument.dtype))
+            size = int(np.prod(argument.shape))
+            if i in bounds and size <= bounds[i]:
+                drawn = rng.choice(bounds[i], size=argument.shape, replace=False)
+            else:
+                low, high = (0, bounds[i]) if i in bounds else (-4, 5)
+                drawn = rng.integers(low, high, size=argument.shape)
+            arrays.append(drawn.astype(argument.dtype))
         else:
             arrays.append(rng.random(argument.shape).astype(argument.dtype))
     return arrays
@@ -383,8 +420,9 @@ def describe_random(signature: Signature, seed: int, bounds: dict[int, int]) -> 
     parts = []
     for i, argument in enumerate(signature.arguments):
         if i in bounds:
-            parts.append(f"argument {i} ({argument}) in [0, {bounds[i]}): it indexes a "
-                         f"dimension of {bounds[i]}")
+            distinct = " distinct" if np.prod(argument.shape) <= bounds[i] else ""
+            parts.append(f"argument {i} ({argument}){distinct} in [0, {bounds[i]}): it "
+                         f"indexes a dimension of {bounds[i]}")
         elif argument.dtype == np.bool_:
             parts.append(f"argument {i} ({argument}) random true/false")
         elif np.issubdtype(argument.dtype, np.integer):

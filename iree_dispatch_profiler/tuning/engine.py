@@ -387,10 +387,13 @@ class Tuner:
         signature = self.signatures.get(function)
         if signature is None:
             raise UserError(f"function {function} is private: autotune.py runs public functions")
+        unbounded: list[int] = []  # integer arguments drawn in [-4, 4]: no index found
         if self.s.inputs is not None:
             made = modules.given_inputs(self.s.inputs, signature)
         else:
             bounds = modules.index_bounds(self.signature_source(), function)
+            unbounded = [i for i, a in enumerate(signature.arguments)
+                         if np.issubdtype(a.dtype, np.integer) and i not in bounds]
             made = modules.save_inputs(modules.random_inputs(signature, self.s.seed, bounds),
                                        self.work, function,
                                        modules.describe_random(signature, self.s.seed, bounds))
@@ -398,7 +401,10 @@ class Tuner:
         self.log(f"Inputs of {function}: {made.about}")
         outputs, reason = self.run(self.default, function)
         if reason:
-            raise UserError(f"the module compiled with IREE's defaults fails to run {function}: {reason}")
+            hint = (f" (integer argument(s) {', '.join(map(str, unbounded))} drawn in [-4, 4]: "
+                    "if they index, give --inputs)" if unbounded else "")
+            raise UserError(f"the module compiled with IREE's defaults fails to run {function}: "
+                            f"{reason}{hint}")
         bad = non_finite(outputs)
         if bad:
             raise UserError(f"IREE's default gives NaN/inf on these inputs of {function} ({bad}): "

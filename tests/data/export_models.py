@@ -397,19 +397,21 @@ class ShiftedWindowBlock(torch.nn.Module):
 
 class IndexedInputs(torch.nn.Module):
     """Integer arguments that index tensors the ways exported models do: token ids and
-    position ids into embedding tables, index_select on a weight, and gather along a
-    dimension of an activation (its indices broadcast first)."""
+    position ids into embedding tables, index_select on a weight, gather along a dimension
+    of an activation (its indices broadcast first), and the positions a KV cache is written
+    at (index_copy: a scatter whose index vectors are concatenated columns)."""
 
     def __init__(self):
         super().__init__()
         self.tokens, self.positions = torch.nn.Embedding(50, 16), torch.nn.Embedding(64, 16)
         self.table = torch.nn.Parameter(torch.randn(30, 16))
 
-    def forward(self, ids, position_ids, rows, order):
+    def forward(self, ids, position_ids, rows, order, slots):
         x = self.tokens(ids) + self.positions(position_ids)
         picked = torch.index_select(self.table, 0, rows)
         gathered = torch.gather(x, 1, order.unsqueeze(-1).expand(1, 8, 16))
-        return x.sum(-1), picked, gathered
+        cache = torch.zeros(1, 3, 20, 16).index_copy(2, slots, x.expand(3, 8, 16)[None])
+        return x.sum(-1), picked, gathered, cache
 
 
 class AdaptivePools(torch.nn.Module):
@@ -424,7 +426,8 @@ class AdaptivePools(torch.nn.Module):
 def export_indexed_inputs(path: Path) -> None:
     torch.manual_seed(0)
     args = (torch.randint(0, 50, (1, 8)), torch.arange(8).unsqueeze(0),
-            torch.randint(0, 30, (4,), dtype=torch.int32), torch.randint(0, 8, (1, 8)))
+            torch.randint(0, 30, (4,), dtype=torch.int32), torch.randint(0, 8, (1, 8)),
+            torch.randperm(20)[:8])
     path.write_text(str(aot.export(IndexedInputs().eval(), args=args).mlir_module))
 
 
