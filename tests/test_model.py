@@ -547,6 +547,36 @@ def test_every_way_an_export_indexes_with_an_argument_is_found(tools, tmp_path):
     assert modules.index_bounds(lowered, "main") == {0: 50, 1: 64, 2: 30, 3: 8, 4: 20}
 
 
+def test_an_attention_mask_beside_the_ids_is_drawn_as_ones(tools, tmp_path):
+    """BERT's export adds (1 - mask) x the float minimum to its scores: a mask drawn as other
+    integers are ([-4, 4]) makes +inf and NaN outputs from IREE's default; ones run."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree import modules
+    from iree_dispatch_profiler.iree.launchers import compile_command, lower, run_module
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
+    target = resolve_target(tools, Target())
+    source = DATA / "masked_ids_torch.mlir"
+    lowered = lower(tools, target, source, tmp_path, 120)
+    bounds = modules.index_bounds(lowered, "main")
+    (signature,) = modules.signatures(lowered, source=source)
+    assert bounds == {0: 64} and modules.masks(signature, bounds) == {1}
+    assert modules.unbounded_integers(signature, bounds) == []
+    assert "argument 1 (1x8xi64) all ones" in modules.describe_random(signature, 0, bounds)
+    vmfb = tmp_path / "masked.vmfb"
+    assert run(compile_command(tools, target, source, vmfb, []), 300).ok
+    finite = {}
+    for label, made in (("ones", modules.random_inputs(signature, 0, bounds)),
+                        ("as other integers", modules.random_inputs(signature, 0, {}))):
+        made[0] = modules.random_inputs(signature, 0, bounds)[0]  # valid ids either way
+        inputs = modules.save_inputs(made, tmp_path, label.replace(" ", "_"), label)
+        output = tmp_path / f"{label}.npy"
+        ran = run_module(tools, vmfb, "main", "local-task", inputs.flags, [output], 60)
+        assert ran.ok, ran.reason
+        finite[label] = bool(np.isfinite(np.load(output)).all())
+    assert finite == {"ones": True, "as other integers": False}
+
+
 def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path):
     """Without --inputs the ids are drawn inside the table: no candidate is called wrong for
     reading garbage; the answer is verified, and X_compile.sh builds what was timed."""

@@ -389,18 +389,38 @@ def require_static(signature: Signature) -> None:
                             "--inputs (one .npy per argument: @a.npy,@b.npy) to set its size")
 
 
+def masks(signature: Signature, bounds: dict[int, int]) -> set[int]:
+    """Integer arguments shaped as one that indexes (the ids) and not indexing themselves: the
+    attention mask a tokenizer gives beside the ids. Drawn as ones, an unpadded batch: BERT's
+    export adds (1 - mask) x the float minimum to its scores, and a mask of 4 makes that +inf."""
+    shapes = {signature.arguments[i].shape for i in bounds}
+    return {i for i, a in enumerate(signature.arguments) if i not in bounds
+            and np.issubdtype(a.dtype, np.integer) and a.shape in shapes}
+
+
+def unbounded_integers(signature: Signature, bounds: dict[int, int]) -> list[int]:
+    """Integer arguments random_inputs draws in [-4, 4]: neither indexing nor a mask."""
+    ones = masks(signature, bounds)
+    return [i for i, a in enumerate(signature.arguments) if np.issubdtype(a.dtype, np.integer)
+            and i not in bounds and i not in ones]
+
+
 def random_inputs(signature: Signature, seed: int,
                   bounds: dict[int, int] | None = None) -> list[np.ndarray]:
     """numpy.random.rand cast to each argument's type; integers uniform in [-4, 4] (which
     rand's [0, 1) would turn into zeros), or in [0, bound) for an argument that indexes a
     dimension of that size (index_bounds): distinct where they fit, as a scatter's indices
-    must be (positions written twice leave the result to the order of the writes)."""
+    must be (positions written twice leave the result to the order of the writes); ones for
+    an attention mask (masks)."""
     bounds = bounds or {}
     rng = np.random.default_rng(seed)
     arrays = []
     require_static(signature)
+    ones = masks(signature, bounds)
     for i, argument in enumerate(signature.arguments):
-        if argument.dtype == np.bool_:
+        if i in ones:
+            arrays.append(np.ones(argument.shape, argument.dtype))
+        elif argument.dtype == np.bool_:
             arrays.append(rng.random(argument.shape) < 0.5)
         elif np.issubdtype(argument.dtype, np.integer):
             size = int(np.prod(argument.shape))
@@ -418,8 +438,12 @@ def random_inputs(signature: Signature, seed: int,
 def describe_random(signature: Signature, seed: int, bounds: dict[int, int]) -> str:
     """How random_inputs made the inputs, in words."""
     parts = []
+    ones = masks(signature, bounds)
     for i, argument in enumerate(signature.arguments):
-        if i in bounds:
+        if i in ones:
+            parts.append(f"argument {i} ({argument}) all ones: shaped as the ids, an attention "
+                         "mask")
+        elif i in bounds:
             distinct = " distinct" if np.prod(argument.shape) <= bounds[i] else ""
             parts.append(f"argument {i} ({argument}){distinct} in [0, {bounds[i]}): it "
                          f"indexes a dimension of {bounds[i]}")

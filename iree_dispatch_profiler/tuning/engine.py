@@ -387,13 +387,14 @@ class Tuner:
         signature = self.signatures.get(function)
         if signature is None:
             raise UserError(f"function {function} is private: autotune.py runs public functions")
-        unbounded: list[int] = []  # integer arguments drawn in [-4, 4]: no index found
+        unbounded = ""  # integer arguments drawn in [-4, 4], which may be what failed
         if self.s.inputs is not None:
             made = modules.given_inputs(self.s.inputs, signature)
         else:
             bounds = modules.index_bounds(self.signature_source(), function)
-            unbounded = [i for i, a in enumerate(signature.arguments)
-                         if np.issubdtype(a.dtype, np.integer) and i not in bounds]
+            if drawn := modules.unbounded_integers(signature, bounds):
+                unbounded = (f" (integer argument(s) {', '.join(map(str, drawn))} drawn in "
+                             "[-4, 4]: give the values they take with --inputs)")
             made = modules.save_inputs(modules.random_inputs(signature, self.s.seed, bounds),
                                        self.work, function,
                                        modules.describe_random(signature, self.s.seed, bounds))
@@ -401,15 +402,13 @@ class Tuner:
         self.log(f"Inputs of {function}: {made.about}")
         outputs, reason = self.run(self.default, function)
         if reason:
-            hint = (f" (integer argument(s) {', '.join(map(str, unbounded))} drawn in [-4, 4]: "
-                    "if they index, give --inputs)" if unbounded else "")
             raise UserError(f"the module compiled with IREE's defaults fails to run {function}: "
-                            f"{reason}{hint}")
+                            f"{reason}{unbounded}")
         bad = non_finite(outputs)
         if bad:
             raise UserError(f"IREE's default gives NaN/inf on these inputs of {function} ({bad}): "
                             "an input problem, not a verdict on any candidate; give the inputs "
-                            "the function takes with --inputs")
+                            f"the function takes with --inputs{unbounded}")
         self.expected[function] = outputs
 
     def run(self, build: Build, function: str) -> tuple[list[np.ndarray], str]:

@@ -423,12 +423,29 @@ class AdaptivePools(torch.nn.Module):
         return f.adaptive_avg_pool1d(signal, 1), f.adaptive_avg_pool3d(volume, 1)
 
 
+class MaskedIds(torch.nn.Module):
+    """Token ids and the attention mask a tokenizer gives beside them, used as BERT's export
+    uses it: (1 - mask) x the float minimum added to the scores (a mask of 4 makes +inf)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(64, 16)
+
+    def forward(self, ids, mask):
+        x = self.tokens(ids)
+        blocked = (1.0 - mask[:, None, :].float()) * torch.finfo(torch.float32).min
+        return torch.softmax(x @ x.transpose(1, 2) + blocked, -1) @ x
+
+
 def export_indexed_inputs(path: Path) -> None:
     torch.manual_seed(0)
     args = (torch.randint(0, 50, (1, 8)), torch.arange(8).unsqueeze(0),
             torch.randint(0, 30, (4,), dtype=torch.int32), torch.randint(0, 8, (1, 8)),
             torch.randperm(20)[:8])
     path.write_text(str(aot.export(IndexedInputs().eval(), args=args).mlir_module))
+    ids = torch.randint(0, 64, (1, 8))
+    masked = aot.export(MaskedIds().eval(), args=(ids, torch.ones_like(ids)))
+    path.with_name("masked_ids_torch.mlir").write_text(str(masked.mlir_module))
 
 
 def export_language_model(path: Path, vocab: int = 96, dim: int = 32, heads: int = 2,
