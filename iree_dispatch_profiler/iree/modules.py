@@ -390,12 +390,13 @@ def require_static(signature: Signature) -> None:
 
 
 def masks(signature: Signature, bounds: dict[int, int]) -> set[int]:
-    """Integer arguments shaped as one that indexes (the ids) and not indexing themselves: the
-    attention mask a tokenizer gives beside the ids. Drawn as ones, an unpadded batch: BERT's
-    export adds (1 - mask) x the float minimum to its scores, and a mask of 4 makes that +inf."""
+    """Integer or boolean arguments shaped as one that indexes (the ids) and not indexing
+    themselves: the attention mask a tokenizer gives beside the ids. Drawn as ones, an
+    unpadded batch: BERT's export adds (1 - mask) x the float minimum to its scores, and a
+    mask of 4 makes that +inf."""
     shapes = {signature.arguments[i].shape for i in bounds}
-    return {i for i, a in enumerate(signature.arguments) if i not in bounds
-            and np.issubdtype(a.dtype, np.integer) and a.shape in shapes}
+    return {i for i, a in enumerate(signature.arguments) if i not in bounds and a.shape in shapes
+            and (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_)}
 
 
 def unbounded_integers(signature: Signature, bounds: dict[int, int]) -> list[int]:
