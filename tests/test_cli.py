@@ -1,5 +1,6 @@
 """Bad input: one line naming the problem, exit 2, no traceback, nothing written."""
 import pytest
+import numpy as np
 
 from helpers import run_script
 
@@ -218,6 +219,31 @@ def test_a_model_iree_crashes_on_is_one_line_naming_the_pattern_that_crashed(tmp
         f"-> {gates}\n", f"%g: {gates}, %i: {ids}, %s: {picks}", gates)
     one_line_error(result, "iree-compile crashed (SIGSEGV) in "
                            "ConvertAtenScatterOp<AtenScatterSrcOp> (TorchToTMTensor.cpp)")
+
+
+def test_a_model_of_float64_parameters_is_one_line_saying_to_save_them_in_float32(tmp_path):
+    """A model whose weights are float64 (numpy's default): IREE 3.13 demotes the module to f32
+    but not its parameters' type, and its verifier fails on the load; the line says so."""
+    from iree.runtime import ParameterIndex
+    archive = ParameterIndex()
+    archive.add_buffer("w", np.eye(4).tobytes())
+    archive.create_archive_file(str(tmp_path / "w.irpa"))
+    tensor = "!torch.vtensor<[4,4],f64>"
+    model = tmp_path / "f64.mlir"
+    model.write_text(
+        'util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4x4xf64>\n'
+        f"func.func @main(%x: {tensor}) -> {tensor} {{\n"
+        "  %w = util.global.load @w : tensor<4x4xf64>\n"
+        f"  %1 = torch_c.from_builtin_tensor %w : tensor<4x4xf64> -> {tensor}\n"
+        f"  %0 = torch.aten.mm %x, %1 : {tensor}, {tensor} -> {tensor}\n"
+        f"  return %0 : {tensor}\n}}\n")
+    result = run_script("autotune.py", "--input", model, "--model", "--output",
+                        tmp_path / "out" / "x.csv", "--calibration=off",
+                        f"--parameters=model={tmp_path / 'w.irpa'}", timeout=120)
+    one_line_error(result, "does not compile with IREE's defaults")
+    assert result.stderr.rstrip().endswith(
+        "its parameters are float64 (w), which IREE demotes to f32 and then cannot load: "
+        "export the model and save its parameters in float32"), result.stderr
 
 
 def test_gpu_dispatches_are_profiled_where_only_the_runtime_is(tiny, tools, tmp_path):

@@ -186,8 +186,13 @@ def baseline(tuner: ModelTuner) -> dict:
     start = time.perf_counter()
     tuner.iree_default, roots = tuner.build_surveyed(DEFAULT, [])
     if tuner.iree_default.reason:
+        # IREE 3.13 demotes f64 to f32 but not the parameters' archive type: its verifier fails
+        wide = [key for _, key, kind in modules.parameters(tuner.lowered) if kind.endswith("f64")]
+        hint = (f"; its parameters are float64 ({', '.join(wide[:3])}{', ...' * (len(wide) > 3)})"
+                ", which IREE demotes to f32 and then cannot load: export the model and save its "
+                "parameters in float32" if wide else "")
         raise UserError(f"{tuner.s.input} does not compile with IREE's defaults: "
-                        f"{tuner.iree_default.reason}")
+                        f"{tuner.iree_default.reason}{hint}")
     tuner.default = tuner.iree_default
     tuner.prepare_function(tuner.function)
     tuner.log.phase("baseline", time.perf_counter() - start)
