@@ -25,7 +25,7 @@ import math
 import time
 
 from iree_dispatch_profiler.core.library import CpuTarget, UserError
-from iree_dispatch_profiler.iree import modules
+from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.launchers import lower
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
@@ -84,10 +84,11 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     # IREE's default flags or --base-flags
     if not s.list_only and (s.spec is None or s.base_flags is not None):
         # a dispatch of dynamic shapes has no benchmark IREE dumps, so no root op of a known
-        # kind: a dynamic batch's matmuls ran 2.3x faster data-tiled, a set no kind found
-        dynamic = not all(a.static for a in tuner.signatures[tuner.function].arguments)
-        flags = flag_search.search_flags(tuner, None if dynamic else kinds,
-                                         s.paths.flags_record)
+        # kind (a dynamic batch's matmuls ran 2.3x faster data-tiled, a set no kind found):
+        # its kinds are those of the lowered model's ops (no im2col for a language model)
+        if not all(a.static for a in tuner.signatures[tuner.function].arguments):
+            kinds |= {op.kind for op in tunable.find(tuner.lowered)}
+        flags = flag_search.search_flags(tuner, kinds, s.paths.flags_record)
     roots = flag_search.adopt(tuner, flags, default_roots)
     rows = ranking.rank(tuner, roots, flags.chosen.name if flags.chosen else None)
     if s.list_only:
