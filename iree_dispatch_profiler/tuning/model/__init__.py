@@ -21,7 +21,6 @@ those of the real model."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 from iree_dispatch_profiler.core.library import CpuTarget, UserError
@@ -200,12 +199,22 @@ def baseline(tuner: ModelTuner) -> dict:
     return roots
 
 
+# Seconds of trials a model's targets get without --time-budget: each trial compiles the whole
+# model, and ResNet-18's six targets (data-tiled under im2col) took 8 min of trials, 21 min in
+# all with the default --n-trial (Zen 4): a model is tuned in about 10 minutes
+MODEL_SEARCH_SECONDS = 240.0
+
+
 def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[OpResult]:
-    """The hot targets tuned inside the model, their trials spread by expected gain (budget);
-    each one's leaders confirmed and reported."""
+    """The hot targets tuned inside the model, their trials spread by expected gain (budget),
+    for --time-budget seconds (MODEL_SEARCH_SECONDS without it); each one's leaders confirmed
+    and reported."""
     s, log = tuner.s, tuner.log
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
-    deadline = time.perf_counter() + (s.time_budget or math.inf)
+    seconds = MODEL_SEARCH_SECONDS if s.time_budget is None else s.time_budget
+    log(f"Search budget: {seconds:g} s of trials"
+        + (" (the default for a model; --time-budget sets it)" if s.time_budget is None else ""))
+    deadline = time.perf_counter() + seconds
     peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
     tasks, results = [], []
     for target in chosen:
