@@ -406,6 +406,11 @@ def unbounded_integers(signature: Signature, bounds: dict[int, int]) -> list[int
             and i not in bounds and i not in ones]
 
 
+def distinct(argument: TensorType, bounds: dict[int, int], i: int) -> bool:
+    """Whether index argument `i` is drawn without repeats: its elements fit its bound."""
+    return i in bounds and int(np.prod(argument.shape)) <= bounds[i]
+
+
 def random_inputs(signature: Signature, seed: int,
                   bounds: dict[int, int] | None = None) -> list[np.ndarray]:
     """numpy.random.rand cast to each argument's type; integers uniform in [-4, 4] (which
@@ -424,8 +429,7 @@ def random_inputs(signature: Signature, seed: int,
         elif argument.dtype == np.bool_:
             arrays.append(rng.random(argument.shape) < 0.5)
         elif np.issubdtype(argument.dtype, np.integer):
-            size = int(np.prod(argument.shape))
-            if i in bounds and size <= bounds[i]:
+            if distinct(argument, bounds, i):
                 drawn = rng.choice(bounds[i], size=argument.shape, replace=False)
             else:
                 low, high = (0, bounds[i]) if i in bounds else (-4, 5)
@@ -445,8 +449,8 @@ def describe_random(signature: Signature, seed: int, bounds: dict[int, int]) -> 
             parts.append(f"argument {i} ({argument}) all ones: shaped as the ids, an attention "
                          "mask")
         elif i in bounds:
-            distinct = " distinct" if np.prod(argument.shape) <= bounds[i] else ""
-            parts.append(f"argument {i} ({argument}){distinct} in [0, {bounds[i]}): it "
+            repeats = " distinct" if distinct(argument, bounds, i) else ""
+            parts.append(f"argument {i} ({argument}){repeats} in [0, {bounds[i]}): it "
                          f"indexes a dimension of {bounds[i]}")
         elif argument.dtype == np.bool_:
             parts.append(f"argument {i} ({argument}) random true/false")
