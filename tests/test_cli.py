@@ -1,6 +1,6 @@
 """Bad input: one line naming the problem, exit 2, no traceback, nothing written."""
-import pytest
 import numpy as np
+import pytest
 
 from helpers import run_script
 

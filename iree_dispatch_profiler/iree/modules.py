@@ -399,65 +399,71 @@ def masks(signature: Signature, bounds: dict[int, int]) -> set[int]:
             and (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_)}
 
 
+# How random_inputs draws an argument (draws)
+MASK, DISTINCT, INDEX, COIN, SMALL, UNIT = ("mask", "distinct", "index", "coin", "small",
+                                            "unit")
+
+
+def draws(signature: Signature, bounds: dict[int, int]) -> list[str]:
+    """How each argument is drawn: an attention mask as ones (masks); an index in [0, bound)
+    (index_bounds), distinct where its elements fit, as a scatter's indices must be (positions
+    written twice leave the result to the order of the writes); a boolean at random; other
+    integers uniform in [-4, 4] (which rand's [0, 1) would turn into zeros); floats in [0, 1)."""
+    ones = masks(signature, bounds)
+    kinds = []
+    for i, argument in enumerate(signature.arguments):
+        if i in ones:
+            kinds.append(MASK)
+        elif i in bounds:
+            kinds.append(DISTINCT if int(np.prod(argument.shape)) <= bounds[i] else INDEX)
+        elif argument.dtype == np.bool_:
+            kinds.append(COIN)
+        else:
+            kinds.append(SMALL if np.issubdtype(argument.dtype, np.integer) else UNIT)
+    return kinds
+
+
 def unbounded_integers(signature: Signature, bounds: dict[int, int]) -> list[int]:
     """Integer arguments random_inputs draws in [-4, 4]: neither indexing nor a mask."""
-    ones = masks(signature, bounds)
-    return [i for i, a in enumerate(signature.arguments) if np.issubdtype(a.dtype, np.integer)
-            and i not in bounds and i not in ones]
-
-
-def distinct(argument: TensorType, bounds: dict[int, int], i: int) -> bool:
-    """Whether index argument `i` is drawn without repeats: its elements fit its bound."""
-    return i in bounds and int(np.prod(argument.shape)) <= bounds[i]
+    return [i for i, kind in enumerate(draws(signature, bounds)) if kind == SMALL]
 
 
 def random_inputs(signature: Signature, seed: int,
                   bounds: dict[int, int] | None = None) -> list[np.ndarray]:
-    """numpy.random.rand cast to each argument's type; integers uniform in [-4, 4] (which
-    rand's [0, 1) would turn into zeros), or in [0, bound) for an argument that indexes a
-    dimension of that size (index_bounds): distinct where they fit, as a scatter's indices
-    must be (positions written twice leave the result to the order of the writes); ones for
-    an attention mask (masks)."""
+    """Each argument drawn as `draws` says, cast to its type."""
     bounds = bounds or {}
     rng = np.random.default_rng(seed)
-    arrays = []
     require_static(signature)
-    ones = masks(signature, bounds)
-    for i, argument in enumerate(signature.arguments):
-        if i in ones:
-            arrays.append(np.ones(argument.shape, argument.dtype))
-        elif argument.dtype == np.bool_:
-            arrays.append(rng.random(argument.shape) < 0.5)
-        elif np.issubdtype(argument.dtype, np.integer):
-            if distinct(argument, bounds, i):
-                drawn = rng.choice(bounds[i], size=argument.shape, replace=False)
-            else:
-                low, high = (0, bounds[i]) if i in bounds else (-4, 5)
-                drawn = rng.integers(low, high, size=argument.shape)
-            arrays.append(drawn.astype(argument.dtype))
+    arrays = []
+    for i, (argument, kind) in enumerate(zip(signature.arguments, draws(signature, bounds))):
+        if kind == MASK:
+            drawn = np.ones(argument.shape)
+        elif kind == DISTINCT:
+            drawn = rng.choice(bounds[i], size=argument.shape, replace=False)
+        elif kind == INDEX:
+            drawn = rng.integers(0, bounds[i], size=argument.shape)
+        elif kind == COIN:
+            drawn = rng.random(argument.shape) < 0.5
+        elif kind == SMALL:
+            drawn = rng.integers(-4, 5, size=argument.shape)
         else:
-            arrays.append(rng.random(argument.shape).astype(argument.dtype))
+            drawn = rng.random(argument.shape)
+        arrays.append(drawn.astype(argument.dtype))
     return arrays
 
 
 def describe_random(signature: Signature, seed: int, bounds: dict[int, int]) -> str:
     """How random_inputs made the inputs, in words."""
+    words = {MASK: "all ones: shaped as the ids, an attention mask", COIN: "random true/false",
+             SMALL: "uniform in [-4, 4]", UNIT: "uniform in [0, 1)"}
     parts = []
-    ones = masks(signature, bounds)
-    for i, argument in enumerate(signature.arguments):
-        if i in ones:
-            parts.append(f"argument {i} ({argument}) all ones: shaped as the ids, an attention "
-                         "mask")
-        elif i in bounds:
-            repeats = " distinct" if distinct(argument, bounds, i) else ""
+    for i, (argument, kind) in enumerate(zip(signature.arguments, draws(signature, bounds))):
+        if kind in (DISTINCT, INDEX):
+            repeats = " distinct" if kind == DISTINCT else ""
             parts.append(f"argument {i} ({argument}){repeats} in [0, {bounds[i]}): it "
                          f"indexes a dimension of {bounds[i]}")
-        elif argument.dtype == np.bool_:
-            parts.append(f"argument {i} ({argument}) random true/false")
-        elif np.issubdtype(argument.dtype, np.integer):
-            parts.append(f"argument {i} ({argument}) uniform in [-4, 4]")
         else:
-            parts.append(f"argument {i} ({argument}) uniform in [0, 1)")
+            parts.append(f"argument {i} ({argument}) {words[kind]}")
     return f"seeded random inputs (seed {seed}): " + ("; ".join(parts) or "no arguments")
 
 
