@@ -2071,9 +2071,9 @@ REWRITES = (
             "kind: IREE runs PyTorch's NCHW conv as scalar code, and under im2col with data "
             "tiling at 67-79% of the ceiling", patch_matmuls, under=("im2col_data_tiling",)),
     Rewrite("packed_matmuls", "matmuls (Linear layers) packed into a register tile wider "
-            "than IREE's data tiling takes, their mmt4d generated: AVX-512 12x32, where its "
-            "16x16 microkernel loads 17 vectors for 16 FMAs a step; a parameter's weight packed "
-            "once, at load", packed_matmuls,
+            "than IREE's data tiling takes, their mmt4d generated (AVX-512 12x32, where its "
+            "16x16 microkernel loads 17 vectors for 16 FMAs a step; AVX2 6x16; Neon 12x8); a "
+            "parameter's weight packed once, at load", packed_matmuls,
             # IREE's default lowers every f32 mmt4d to its microkernel, which takes other
             # tiles in scalar code (BERT layer: 620 ms a call)
             flags=(NO_UKERNELS,), targeted=True,
