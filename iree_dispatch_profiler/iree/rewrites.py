@@ -1982,7 +1982,16 @@ def _packed(op, tile: tuple[int, int, int]) -> list:
                            outer_dims_perm=permutation)
 
     m1, n1, k1 = -(-m // m0), -(-n // n0), -(-k // k0)
-    packed_a = pack(a, [m1, k1], [m0, k0], [0, 1])
+    if k0 == 1 and k % n0 == 0:
+        # the same M0x1 tiles, packed as M0 x N0 blocks read along K: an A computed by the
+        # elementwise ops after another packed matmul (an FFN's GELU) then shares that one's
+        # N0-wide inner tile, and IREE vectorizes their fused unpack, ops and pack N0 wide
+        # where it took M0x1 vectors (BERT's GELU dispatch, Zen 3: 4.5 -> 1.7 ms)
+        blocks = pack(a, [m1, k // n0], [n0, m0], [1, 0])
+        packed_a = _reshaped(_reshaped(blocks, [m1, k, m0], [[0], [1, 2], [3]]),
+                             [m1, k, m0, 1], [[0], [1], [2, 3]])
+    else:
+        packed_a = pack(a, [m1, k1], [m0, k0], [0, 1])
     taps = None if transposed or k0 != 1 else _taps_packed(b, n1, n0)
     packed_b = (pack(b, [n1, k1], [n0, k0], [0, 1]) if transposed
                 else taps if taps is not None else pack(b, [n1, k1], [n0, k0], [1, 0], [1, 0]))
