@@ -4,6 +4,7 @@ writer killed mid-run leaves every committed record; bad stores are one-line err
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,6 +19,7 @@ import pandas as pd
 import pytest
 
 from helpers import DATA_DIR, FAST, QUICK_TUNING, run_script
+from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.store import results
 from iree_dispatch_profiler.store.results import open_store
@@ -429,7 +431,8 @@ def test_sweep_rows_are_kept_under_the_signature_the_tuner_sees(tmp_path):
 def test_a_stored_answer_that_iree_data_tiling_beats_is_searched_again(tmp_path):
     """A model answer kept in the store that IREE's data tiling now beats (the answer of a
     search that did not try it: here the stored answer made IREE's default itself) does not
-    hold when the search has data tiling among its sets: said, and the model tuned anew."""
+    hold when the search has data tiling among its sets: said, and the model tuned anew. On a
+    CPU where data tiling does not beat the default here, the answer holds."""
     import json
 
     import numpy as np
@@ -453,6 +456,16 @@ def test_a_stored_answer_that_iree_data_tiling_beats_is_searched_again(tmp_path)
                                         "seconds": 1.0}),))
     again = run_script(*args, "--output", tmp_path / "again.csv")
     assert again.returncode == 0, again.stdout + again.stderr
-    (line,) = [line for line in again.stdout.splitlines() if "no longer holds" in line]
+    rejected = [line for line in again.stdout.splitlines() if "no longer holds" in line]
+    if not rejected:
+        # a CPU where data tiling does not beat IREE's default on this MLP (a Zen 3: 0.94x
+        # [0.89, 0.95]): the answer holds, and the run's own measure must say data tiling
+        # was not faster by the minimum effect
+        assert "Answer from the results store (flags none, no spec" in again.stdout, again.stdout
+        tiling = re.search(r"\(IREE data tiling \+ ukernels against IREE's default: "
+                           r"[0-9.]+x \[([0-9.]+), [0-9.]+\]\)", again.stdout)
+        assert tiling and float(tiling.group(1)) <= 1 + stats.MIN_EFFECT, again.stdout
+        return
+    (line,) = rejected
     assert "(IREE's data tiling is faster by " in line and line.endswith(": tuning")
     assert (tmp_path / "again_flags.csv").is_file()  # the flags searched again
