@@ -1986,8 +1986,8 @@ def test_an_ffns_activation_between_packed_matmuls_vectorizes_along_their_tile(t
     dump = tmp_path / "dump"
     build(tools, text, tmp_path / "ffn", cpu, triple,
           (NO_UKERNELS, f"--iree-hal-dump-executable-files-to={dump}"))
-    (fused,) = [p.read_text() for p in dump.glob("configured_*.mlir")
-                if "math.erf" in p.read_text() and "linalg.pack" in p.read_text()]
+    configured = [p.read_text() for p in dump.glob("configured_*.mlir")]
+    (fused,) = [c for c in configured if "math.erf" in c and "linalg.pack" in c]
     assert "linalg.unpack" in fused
     assert f"vector_common_parallel = [{m0}, {n0}]" in fused, fused
 

@@ -202,6 +202,7 @@ def baseline(tuner: ModelTuner) -> dict:
 # Seconds of trials a model's targets get without --time-budget: each trial compiles the whole
 # model (a ResNet-18 answered with Winograd under im2col and data tiling: 49 trials over six
 # targets, 21 min in all with the default --n-trial, Zen 4), and a model is tuned in about 10
+# minutes
 MODEL_SEARCH_SECONDS = 240.0
 
 
