@@ -3,6 +3,7 @@ spec that configures the mmt4d) and matmuls that pack their own operands into a 
 tile are generated, compiled with their config applied, verified and timed on this machine, and
 applied when cross-compiled for AVX2, AVX-512 and NEON."""
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -54,6 +55,28 @@ def test_a_data_tiled_config_is_compiled_with_its_spec(large_sweep):
     # the source's matmul carries no config (it would turn data tiling off)
     source = (folder / f"{record['dispatch']}.mlir").read_text()
     assert "compilation_info" not in source
+
+
+def test_a_packed_matmuls_unpack_writes_whole_rows_and_stays_exact_past_a_partial_tile(tmp_path):
+    """The unpack carries its own config (M0 whole rows a workgroup: IREE's own blocks write
+    pieces of rows far apart), which IREE applies; N = EDGE + 8 ends in half a 16-wide tile and
+    M = EDGE in part of a 6- or 12-row one, and the products are still numpy's."""
+    n = EDGE + 8
+    shape = [f"--problem-m={EDGE}", f"--problem-n={n}", f"--problem-k={EDGE}", "--data-types=f32"]
+    assert run_script("generator.py", "--generated-dir", tmp_path, *shape,
+                      "--dispatches=packed_").returncode == 0
+    compiled = run_script("compile.py", "--generated-dir", tmp_path)
+    assert compiled.returncode == 0, compiled.stdout[-2000:]
+    csv = tmp_path / "data.csv"
+    profiled = run_script("profiler.py", "--generated-dir", tmp_path, "--output", csv, *FAST)
+    assert profiled.returncode == 0, profiled.stdout[-3000:]
+    data = pd.read_csv(csv)
+    assert len(data) == cpu_tiles.PACKED and (data["Verification"] == "SUCCESS").all()
+    dumps = list(tmp_path.glob("generated/linalg/matmul/*/configs/*packed_*/*.mlir"))
+    unpacks = [d.read_text() for d in dumps if "linalg.unpack" in d.read_text()]
+    assert len(unpacks) == cpu_tiles.PACKED
+    for text in unpacks:
+        assert re.search(rf"distribution = \[(6|12), {n}\], vector_common_parallel = \[\1, ", text)
 
 
 # IREE's f32 inner tile and our register tile on each SIMD family

@@ -205,8 +205,11 @@ class MatmulOperation:
                 f"      ins(%lhs_packed, %rhs_packed : {pa}, {pb}) outs(%acc : {pc}) -> {pc}\n"
                 f"  %result_init = tensor.empty() : {out_type}\n"
                 f"  %result = linalg.unpack %product inner_dims_pos = [0, 1] inner_tiles = "
-                f"[{m0}, {n0}] into %result_init : {pc} -> {out_type}\n")
-        return function(config, function_name, f"%lhs: {a}, %rhs: {b}", out_type, body)
+                f"[{m0}, {n0}] into %result_init {{compilation_info = #unpack}} : "
+                f"{pc} -> {out_type}\n")
+        unpack = cpu_tiles.unpacked_rows_configuration(m0, n0, self.n).compilation_info
+        return (f"#unpack = {unpack}\n"
+                + function(config, function_name, f"%lhs: {a}, %rhs: {b}", out_type, body))
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "m": self.m, "n": self.n, "k": self.k,
