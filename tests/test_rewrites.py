@@ -1781,6 +1781,16 @@ def batch_matmul(layout: str, batches: int, m: int, k: int, n: int, t: str, dtyp
                   '["parallel", "parallel", "parallel"]} '
                   f"ins(%wt : tensor<{k}x{n}{t}) outs(%{layout}_be : {bt}) {{\n"
                   f"  ^bb0(%in: {dtype}, %out: {dtype}):\n    linalg.yield %in : {dtype}\n  }} -> {bt}"]
+    elif layout == "broadcast4d":  # a Linear on a 4-D input: broadcast 1 x batches, collapsed
+        b4 = f"tensor<1x{batches}x{k}x{n}{t}"
+        lines += [f"  %{layout}_be = tensor.empty() : {b4}",
+                  f"  %{layout}_b4 = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3)"
+                  " -> (d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], "
+                  'iterator_types = ["parallel", "parallel", "parallel", "parallel"]} '
+                  f"ins(%wt : tensor<{k}x{n}{t}) outs(%{layout}_be : {b4}) {{\n"
+                  f"  ^bb0(%in: {dtype}, %out: {dtype}):\n    linalg.yield %in : {dtype}\n  }} -> {b4}",
+                  f"  %{layout}_b = tensor.collapse_shape %{layout}_b4 [[0, 1], [2], [3]] : "
+                  f"{b4} into {bt}"]
     lines += [f"  %{layout}_p = linalg.batch_matmul ins(%{layout}_xb, %{layout}_b : "
               f"tensor<{batches}x{m}x{k}{t}, {bt}) outs(%{layout}_acc : "
               f"tensor<{batches}x{m}x{n}{t}) -> tensor<{batches}x{m}x{n}{t}",
@@ -1789,7 +1799,7 @@ def batch_matmul(layout: str, batches: int, m: int, k: int, n: int, t: str, dtyp
     return lines
 
 
-BATCHES = {"batched": 1, "broadcast": 2, "unshared": 2}  # batch_matmul's layouts
+BATCHES = {"batched": 1, "broadcast": 2, "broadcast4d": 2, "unshared": 2}  # batch_matmul's layouts
 
 
 def linears(m: int, k: int, n: int, weight: str,
@@ -1842,7 +1852,8 @@ PARAMETER = '#flow.parameter.named<"model"::"w">'
 
 def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
     """A matmul (KxN, NxK; of a global's weight or of one passed in) or a batch matmul (of one
-    batch, or of one B broadcast to every batch, its batches then rows of A) is packed into
+    batch, or of one B broadcast to every batch, its batches then rows of A; also a 4-D
+    broadcast collapsed, torch-mlir's Linear on a 4-D input) is packed into
     the CPU's register tile (AVX-512 12x32, AVX2 6x16, NEON 12x8): A, B and the accumulator
     packed, a linalg.mmt4d, the result unpacked. A batch matmul of a B per batch, one of too
     few rows for the tile (a decode step's), one of a reduction under SHALLOW_K, f16 ones, and
@@ -1850,23 +1861,23 @@ def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
     from iree_dispatch_profiler.core.library import CpuTarget
     from iree_dispatch_profiler.iree import rewrites
 
-    weights = linears(64, 96, 256, PARAMETER,
-                      ("kxn", "nxk", "batched", "broadcast", "activations", "unshared"))
+    weights = linears(64, 96, 256, PARAMETER, ("kxn", "nxk", "batched", "broadcast",
+                                               "broadcast4d", "activations", "unshared"))
     for cpu, (m0, n0) in FAMILIES.values():
         text, count = rewrites.packed_matmuls(weights, cpu)
-        assert count == 5 and text.count("linalg.mmt4d") == 5
+        assert count == 6 and text.count("linalg.mmt4d") == 6
         assert "linalg.matmul" not in text and text.count("linalg.batch_matmul") == 1
         m1, n1 = -(-64 // m0), -(-256 // n0)
         # A in M0x1 tiles, packed as M0 x N0 blocks read along K (96: whole blocks) and
         # reshaped: an A fused with the unpack of another packed matmul shares its inner tile
-        assert text.count(f"inner_dims_pos = [1, 0] inner_tiles = [{n0}, {m0}] into %") == 5
+        assert text.count(f"inner_dims_pos = [1, 0] inner_tiles = [{n0}, {m0}] into %") == 6
         m1_batches = -(-128 // m0)  # 2 batches
         assert f"tensor<128x96xf32> -> tensor<{m1_batches}x{96 // n0}x{n0}x{m0}xf32>" in text
         assert f"tensor<{m1_batches}x96x{m0}xf32> into tensor<{m1_batches}x96x{m0}x1xf32>" in text
         odd, _ = rewrites.packed_matmuls(linears(64, 100, 256, PARAMETER, ("kxn",)), cpu)
         assert f"tensor<64x100xf32> -> tensor<{m1}x100x{m0}x1xf32>" in odd  # K not whole blocks
-        assert text.count(f"-> tensor<{n1}x96x{n0}x1xf32>") == 5  # B, from every layout
-        assert text.count("linalg.unpack") == 5 and f"tensor<{m1}x{n1}x{m0}x{n0}xf32>" in text
+        assert text.count(f"-> tensor<{n1}x96x{n0}x1xf32>") == 6  # B, from every layout
+        assert text.count("linalg.unpack") == 6 and f"tensor<{m1}x{n1}x{m0}x{n0}xf32>" in text
     # the same broadcast written as linalg.broadcast: the weight itself is packed
     broadcast = ("func.func @main(%x: tensor<2x64x96xf32>, %w: tensor<96x256xf32>, "
                  "%acc: tensor<2x64x256xf32>) -> tensor<2x64x256xf32> {\n"
@@ -1922,15 +1933,16 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch, k)
     rng = np.random.default_rng(0)
     m, n = 50, k
     weight = rng.standard_normal((n, k)).astype(np.float32)
-    source = linears(m, k, n, dense(weight))
+    layouts = ("kxn", "nxk", "batched", "broadcast", "broadcast4d")
+    source = linears(m, k, n, dense(weight), layouts)
     text, count = rewrites.packed_matmuls(source, cpu)
-    assert count == 4
+    assert count == 5
     flipped = {op: (a, {b: not t for b, t in maps.items()})
                for op, (a, maps) in rewrites._MATMUL_MAPS.items()}
     monkeypatch.setattr(rewrites, "_MATMUL_MAPS", flipped)
     wrong, _ = rewrites.packed_matmuls(source, cpu)
     xs = [rng.standard_normal((BATCHES.get(layout, 1) * m, k)).astype(np.float32)
-          for layout in ("kxn", "nxk", "batched", "broadcast")]
+          for layout in layouts]
     inputs = saved(tmp_path, xs, "x")
     for name, module_text in (("rewritten", text), ("wrong", wrong)):
         outputs = [tmp_path / f"{name}_{i}.npy" for i in range(len(xs))]

@@ -1849,22 +1849,32 @@ def _map_results(op) -> list[str]:
 
 def _unbatched(value):
     """The matrix a batch matmul's B broadcasts to every batch (a Linear's weight on a batch of
-    sequences: torch-mlir's broadcast generic, or linalg.broadcast), or None."""
+    sequences: torch-mlir's broadcast generic, or linalg.broadcast), or None. Also through a
+    collapse of the broadcast's leading dims into the batch: torch-mlir's Linear on a 4-D input
+    (the pointwise layers of a channels-last convnet, ConvNeXt's, broadcast 1 x 56 times)."""
     from iree.compiler import ir
 
     owner = value.owner
+    if not isinstance(owner, ir.Block) and owner.name == "tensor.collapse_shape":
+        rank = ir.RankedTensorType(owner.operands[0].type).rank
+        if _groups_of(owner)[-2:] != [[rank - 2], [rank - 1]]:  # the matrix dims kept
+            return None
+        owner = owner.operands[0].owner
     if isinstance(owner, ir.Block) or len(owner.operands) != 2:
         return None
     source = owner.operands[0]
     if ir.RankedTensorType(source.type).rank != 2:
         return None
+    rank = ir.RankedTensorType(owner.results[0].type).rank
     if owner.name == "linalg.broadcast":
-        return source if _array_ints(owner.attributes["dimensions"]) == [0] else None
+        return source if _array_ints(owner.attributes["dimensions"]) == list(range(rank - 2)) else None
     if owner.name != "linalg.generic":
         return None
     body = list(owner.regions[0].blocks[0].operations)
     copies = (len(body) == 1 and body[0].operands[0] == owner.regions[0].blocks[0].arguments[0])
-    return source if copies and _map_results(owner) == ["(d1, d2)", "(d0, d1, d2)"] else None
+    dims = [f"d{i}" for i in range(rank)]
+    broadcast = [f"({', '.join(dims[-2:])})", f"({', '.join(dims)})"]
+    return source if copies and _map_results(owner) == broadcast else None
 
 
 def _static_slice(value) -> tuple[Any, list[int], list[int], list[int]] | None:
