@@ -436,7 +436,7 @@ def unpacked_rows_configuration(m0: int, n0: int, n: int) -> TuningConfiguration
     """The config of a packed matmul's unpack (M1 x N1 x M0 x N0 -> M x N): a workgroup writes
     M0 whole rows, read in one run from the packed result, where IREE's own 66 x 64 blocks write
     256-byte pieces of rows 40 KiB apart (2048x10240 f32 on a Zen 3: the unpack 64 -> 35 ms in
-    the call, a copy's speed; narrower blocks of 6 rows, 2048 and 512 wide, 47-50 ms alone)."""
+    the call, a copy's speed; narrower blocks of 6 rows, 2048 and 512 wide, 44-51 ms alone)."""
     return configuration("unpacked_rows", [m0, n], [m0, n0], [], "DataTiling")
 
 
