@@ -57,6 +57,11 @@ def test_a_data_tiled_config_is_compiled_with_its_spec(large_sweep):
     assert "compilation_info" not in source
 
 
+def packed_dumps(folder) -> list[str]:
+    """The executable configurations IREE dumped for the packed configs compiled in `folder`."""
+    return [d.read_text() for d in folder.glob("generated/linalg/matmul/*/configs/*packed_*/*.mlir")]
+
+
 def test_a_packed_matmuls_unpack_writes_whole_rows_and_stays_exact_past_a_partial_tile(tmp_path):
     """The unpack carries its own config (M0 whole rows a workgroup: IREE's own blocks write
     pieces of rows far apart), which IREE applies; N = EDGE + 8 ends in half a 16-wide tile and
@@ -72,8 +77,7 @@ def test_a_packed_matmuls_unpack_writes_whole_rows_and_stays_exact_past_a_partia
     assert profiled.returncode == 0, profiled.stdout[-3000:]
     data = pd.read_csv(csv)
     assert len(data) == cpu_tiles.PACKED and (data["Verification"] == "SUCCESS").all()
-    dumps = [d.read_text() for d in tmp_path.glob("generated/linalg/matmul/*/configs/*packed_*/*.mlir")]
-    unpacks = [text for text in dumps if "linalg.unpack" in text]
+    unpacks = [text for text in packed_dumps(tmp_path) if "linalg.unpack" in text]
     assert len(unpacks) == cpu_tiles.PACKED
     for text in unpacks:
         assert re.search(rf"distribution = \[(6|12), {n}\], vector_common_parallel = \[\1, ", text)
@@ -93,6 +97,10 @@ def test_large_configs_apply_when_cross_compiled(tmp_path, cpu, triple, inner, r
     compiled = run_script("compile.py", "--generated-dir", tmp_path)
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied
+    # and the packed matmul's unpack took its own config: M0 whole rows a workgroup
+    unpacks = [t for t in packed_dumps(tmp_path) if "linalg.unpack" in t]
+    rows = f"distribution = [{register.split('x')[0]}, {EDGE}]"
+    assert len(unpacks) == cpu_tiles.PACKED and all(rows in t for t in unpacks)
 
 
 def square_matmul(path):
