@@ -19,16 +19,21 @@ SHAPE = [f"--problem-m={EDGE}", f"--problem-n={EDGE}", f"--problem-k={EDGE}", "-
 OPERATION = f"matmul_{EDGE}x{EDGE}x{EDGE}_f32t_f32t_f32t"
 
 
-@pytest.fixture(scope="module")
-def large_sweep(tmp_path_factory):
-    gen = tmp_path_factory.mktemp("large")
-    assert run_script("generator.py", "--generated-dir", gen, *SHAPE).returncode == 0
+def sweep(gen, generator_args: list[str], profiler_args: list[str]):
+    """generator.py, compile.py and profiler.py run in `gen`: profiler.py's run and its CSV."""
+    assert run_script("generator.py", "--generated-dir", gen, *generator_args).returncode == 0
     compiled = run_script("compile.py", "--generated-dir", gen)
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     csv = gen / "data.csv"
     profiled = run_script("profiler.py", "--generated-dir", gen, "--output", csv,
-                          "--providers=iree,numpy", *FAST)
-    return gen, profiled, pd.read_csv(csv)
+                          *profiler_args, *FAST)
+    return profiled, pd.read_csv(csv)
+
+
+@pytest.fixture(scope="module")
+def large_sweep(tmp_path_factory):
+    gen = tmp_path_factory.mktemp("large")
+    return gen, *sweep(gen, SHAPE, ["--providers=iree,numpy"])
 
 
 def test_cache_and_data_tiled_configs_verify_and_apply(large_sweep):
@@ -68,14 +73,8 @@ def test_a_packed_matmuls_unpack_writes_whole_rows_and_stays_exact_past_a_partia
     M = EDGE in part of a 6- or 12-row one, and the products are still numpy's."""
     n = EDGE + 8
     shape = [f"--problem-m={EDGE}", f"--problem-n={n}", f"--problem-k={EDGE}", "--data-types=f32"]
-    assert run_script("generator.py", "--generated-dir", tmp_path, *shape,
-                      "--dispatches=packed_").returncode == 0
-    compiled = run_script("compile.py", "--generated-dir", tmp_path)
-    assert compiled.returncode == 0, compiled.stdout[-2000:]
-    csv = tmp_path / "data.csv"
-    profiled = run_script("profiler.py", "--generated-dir", tmp_path, "--output", csv, *FAST)
+    profiled, data = sweep(tmp_path, [*shape, "--dispatches=packed_"], [])
     assert profiled.returncode == 0, profiled.stdout[-3000:]
-    data = pd.read_csv(csv)
     assert len(data) == cpu_tiles.PACKED and (data["Verification"] == "SUCCESS").all()
     unpacks = [text for text in packed_dumps(tmp_path) if "linalg.unpack" in text]
     assert len(unpacks) == cpu_tiles.PACKED

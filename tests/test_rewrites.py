@@ -1764,7 +1764,7 @@ def batch_matmul(layout: str, batches: int, m: int, k: int, n: int, t: str, dtyp
     """The lines of `linears`' batch matmul layouts: its activation argument (batches*M rows)
     expanded to batches of M rows, times the transposed weight for each batch (`batched`: a
     batch of one; `broadcast`: torch-mlir's broadcast generic, as a Linear on a batch of
-    sequences exports; `unshared`: a B argument of its own per batch), collapsed back."""
+    sequences exports; `broadcast4d`: the same on a 4-D input, collapsed; `unshared`: a B argument of its own per batch), collapsed back."""
     rows, bt = batches * m, f"tensor<{batches}x{k}x{n}{t}"
     lines = [f"  %{layout}_xb = tensor.expand_shape %{layout}_x [[0, 1], [2]] output_shape "
              f"[{batches}, {m}, {k}] : tensor<{rows}x{k}{t} into tensor<{batches}x{m}x{k}{t}",
@@ -1774,23 +1774,24 @@ def batch_matmul(layout: str, batches: int, m: int, k: int, n: int, t: str, dtyp
     if layout == "batched":
         lines.append(f"  %{layout}_b = tensor.expand_shape %wt [[0, 1], [2]] output_shape "
                      f"[1, {k}, {n}] : tensor<{k}x{n}{t} into {bt}")
-    elif layout == "broadcast":
-        lines += [f"  %{layout}_be = tensor.empty() : {bt}",
-                  f"  %{layout}_b = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> "
-                  "(d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = "
-                  '["parallel", "parallel", "parallel"]} '
-                  f"ins(%wt : tensor<{k}x{n}{t}) outs(%{layout}_be : {bt}) {{\n"
-                  f"  ^bb0(%in: {dtype}, %out: {dtype}):\n    linalg.yield %in : {dtype}\n  }} -> {bt}"]
-    elif layout == "broadcast4d":  # a Linear on a 4-D input: broadcast 1 x batches, collapsed
-        b4 = f"tensor<1x{batches}x{k}x{n}{t}"
-        lines += [f"  %{layout}_be = tensor.empty() : {b4}",
-                  f"  %{layout}_b4 = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3)"
-                  " -> (d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], "
-                  'iterator_types = ["parallel", "parallel", "parallel", "parallel"]} '
-                  f"ins(%wt : tensor<{k}x{n}{t}) outs(%{layout}_be : {b4}) {{\n"
-                  f"  ^bb0(%in: {dtype}, %out: {dtype}):\n    linalg.yield %in : {dtype}\n  }} -> {b4}",
-                  f"  %{layout}_b = tensor.collapse_shape %{layout}_b4 [[0, 1], [2], [3]] : "
-                  f"{b4} into {bt}"]
+    elif layout in ("broadcast", "broadcast4d"):
+        # broadcast4d: a Linear on a 4-D input, the weight broadcast 1 x batches and collapsed
+        lead = [batches] if layout == "broadcast" else [1, batches]
+        rank = len(lead) + 2
+        dims = ", ".join(f"d{i}" for i in range(rank))
+        matrix = ", ".join(f"d{i}" for i in range(rank - 2, rank))
+        parallel = ", ".join(['"parallel"'] * rank)
+        wide = f"tensor<{'x'.join(map(str, lead))}x{k}x{n}{t}"
+        target = f"%{layout}_b" if layout == "broadcast" else f"%{layout}_wide"
+        lines += [f"  %{layout}_be = tensor.empty() : {wide}",
+                  f"  {target} = linalg.generic {{indexing_maps = [affine_map<({dims}) -> "
+                  f"({matrix})>, affine_map<({dims}) -> ({dims})>], "
+                  f"iterator_types = [{parallel}]}} "
+                  f"ins(%wt : tensor<{k}x{n}{t}) outs(%{layout}_be : {wide}) {{\n"
+                  f"  ^bb0(%in: {dtype}, %out: {dtype}):\n    linalg.yield %in : {dtype}\n  }} -> {wide}"]
+        if layout == "broadcast4d":
+            lines.append(f"  %{layout}_b = tensor.collapse_shape {target} [[0, 1], [2], [3]] : "
+                         f"{wide} into {bt}")
     lines += [f"  %{layout}_p = linalg.batch_matmul ins(%{layout}_xb, %{layout}_b : "
               f"tensor<{batches}x{m}x{k}{t}, {bt}) outs(%{layout}_acc : "
               f"tensor<{batches}x{m}x{n}{t}) -> tensor<{batches}x{m}x{n}{t}",
