@@ -46,6 +46,9 @@ GROUPED = ("grouped", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf3
 # grouped_im2col's; and the same of narrower rows, grouped_im2col's
 GROUPED_UNIT = ("unit", "grouped", "tensor<2x4x6x21x21xf32>", "tensor<4x5x6x3x3xf32>",
                 "tensor<2x4x5x17x17xf32>", (1, 1), (2, 2))
+# of one image and 8 filters a group: its op has no images loop, and blocks 4 filters
+GROUPED_ONE = ("one", "grouped", "tensor<1x4x6x21x21xf32>", "tensor<4x8x6x3x3xf32>",
+               "tensor<1x4x8x19x19xf32>", (1, 1), (1, 1))
 GROUPED_NARROW = ("narrow", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
                   "tensor<2x4x5x9x9xf32>", (1, 1), (2, 2))
 OTHERS = [("nhwc", "nhwc", "tensor<1x10x10x8xf32>", "tensor<3x3x8xf32>", "tensor<1x8x8x8xf32>",
@@ -115,8 +118,11 @@ def test_grouped_taps_sums_each_taps_contraction_reading_the_input_in_place(tmp_
     from iree_dispatch_profiler.iree import rewrites, tunable
 
     text, count = rewrites.grouped_taps(module([GROUPED_UNIT, GROUPED, GROUPED_NARROW, STRIDED,
-                                                *OTHERS]))
+                                                *OTHERS]), AVX2)
     assert count == 1 and text.count("linalg.conv_2d_ngchw_gfchw") == 2
+    # its config: a group's 5 filters by 4 vectors of the 544 positions, a filter by a vector
+    assert ("distribution = [1, 1, 5, 32, 0], vector_common_parallel = [1, 1, 1, 8, 0], "
+            "vector_reduction = [0, 0, 0, 0, 1]") in text
     assert "tensor.concat" not in text
     assert "tensor<2x4x6x22x32xf32> into tensor<2x4x6x704xf32>" in text  # a row more, padded
     # tap (1, 2) at dilation 2: 2 rows of 32 and 4 columns in
@@ -134,7 +140,7 @@ def test_grouped_taps_sums_each_taps_contraction_reading_the_input_in_place(tmp_
     # strided along the height: the slices keep their rows
     tall = ("tall", "grouped", "tensor<2x4x6x21x21xf32>", "tensor<4x5x6x3x3xf32>",
             "tensor<2x4x5x10x17xf32>", (2, 1), (1, 2))
-    text, count = rewrites.grouped_taps(module([tall]))
+    text, count = rewrites.grouped_taps(module([tall]), AVX2)
     assert count == 1 and "[0, 0, 0, 1, 4] [2, 4, 6, 10, 17] [1, 1, 1, 2, 1]" in text
 
 
@@ -145,7 +151,7 @@ def test_a_generic_is_a_sum_of_contractions_only_when_its_body_is_one():
 
     from iree_dispatch_profiler.iree import modules, rewrites, tunable
 
-    text, _ = rewrites.grouped_taps(module([GROUPED_UNIT]))
+    text, _ = rewrites.grouped_taps(module([GROUPED_UNIT]), AVX2)
     subtracted = text.replace("arith.addf", "arith.subf", 1)  # the first two products'
     squared = re.sub(r"arith.mulf (%\S+), %\S+ :", r"arith.mulf \1, \1 :", text, count=1)
     assert subtracted != text and squared != text
@@ -520,11 +526,13 @@ WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "ten
 @pytest.mark.iree
 @pytest.mark.parametrize("conv, rewrite", [(STRIDED, "depthwise_taps"), (GROUPED, "grouped_im2col"),
                                            (GROUPED_UNIT, "grouped_taps"),
+                                           (GROUPED_ONE, "grouped_taps"),
                                            (WIDENED, "depthwise_taps"), (WINOGRAD, "winograd"),
                                            (WINOGRAD_NHWC, "winograd"), (WINOGRAD_ODD, "winograd"),
                                            (PATCH, "patch_matmuls")])
 def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
-    """The rewritten conv (strided, dilated, batch 2; or f16 operands into f32; or Winograd's,
+    """The rewritten conv (strided, dilated, batch 2; grouped_taps of one image too, with its
+    config; or f16 operands into f32; or Winograd's,
     into a random accumulator; or a patch embedding's matmul), compiled and run by IREE, gives
     numpy's convolution; with one product (Winograd: the accumulator) subtracted instead of
     added, or the patches' columns transposed, it does not (the comparison can fail)."""
@@ -534,7 +542,11 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     from iree_dispatch_profiler.iree.launchers import run_module
     from iree_dispatch_profiler.measure.verification import agreement
 
-    text, count = getattr(rewrites, rewrite)(module([conv]))
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree.target import resolve_target
+
+    (chosen,) = [r for r in rewrites.REWRITES if r.name == rewrite]
+    text, count = chosen.run(module([conv]), resolve_target(tools, Target(cpu="host")).resolved_cpu())
     assert count == 1
     rng = np.random.default_rng(0)
     with ir.Context():
@@ -712,32 +724,40 @@ def test_a_depthwise_model_is_tuned_on_its_rewritten_source_which_the_answer_shi
 @pytest.mark.serial  # the target is the dispatch of the most time
 def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path, tools):
     """autotune.py --model on a ResNeXt-style block exported from PyTorch (a 3x3 conv of 4
-    groups between 1x1 convs), rewritten by grouped_taps: its sum of contractions, which IREE
-    leaves near scalar code, is a target tuned inside the model, and the spec's entry for it
-    applies to the dispatch it was meant for. The rewrite is applied here, not left to the
-    model search: that adopts it only where its gain clears IREE's default on the machine
-    (1.43x [1.22, 1.48] alone on a Zen 4; in CI once, not)."""
+    groups between 1x1 convs), rewritten by grouped_taps: its sum of contractions is a target
+    tuned inside the model, and each trial's spec replaces the config the rewrite put on the op
+    (IREE's dumped config is the trial's: a trial whose config was not applied is a failed
+    one). The rewrite is applied here, not left to the model search."""
+    from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.ops import cpu_tiles
 
     source = tmp_path / "grouped_taps.mlir"  # rewritten where the model search rewrites: lowered
     lowered = run([str(tools.compile), str(DATA_DIR / "grouped_block_torch.mlir"),
                    "--compile-to=input", "-o", str(source)], timeout=120)
     assert lowered.ok, lowered.stderr
-    text, count = rewrites.grouped_taps(source.read_text())
+    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    text, count = rewrites.grouped_taps(source.read_text(), cpu)
     assert count == 1
     source.write_text(text)
     output = tmp_path / "g.csv"
     result = run_script("autotune.py", "--input", source, "--model", "--rewrites", "none",
-                        "--output", output, "--n-trial", "2", "--top", "1", "--tuner", "random",
+                        "--output", output, "--n-trial", "3", "--top", "1", "--tuner", "random",
                         "--flags=--iree-opt-level=O2", *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     # 16 rows of 16, padded to 32 columns (grouped_taps' flattened rows)
     assert re.search(r"^target 0: linalg.generic batch=4 m=8 n=512 k=8 .* in \S+_reduction_",
                      result.stdout, re.M)
-    assert re.search(r"^Tuning spec \S+g_tuning_spec.mlir.*: applies as intended$", result.stdout,
-                     re.M)
-    assert "linalg.generic" in (tmp_path / "g_tuning_spec.mlir").read_text()
+    trials = pd.read_csv(output)
+    trials = trials[trials["op"] == 0]
+    assert len(trials) == 3 and (trials["status"] == "ok").all()
+    # the trials of another config than the rewrite's own (8 filters by 8 vectors, 4 by a
+    # vector) replaced it
+    lanes = cpu_tiles.lanes(cpu, cpu_tiles.DataType.parse("f32"))
+    own = (trials[["tile_m", "tile_n", "vector_m", "vector_n"]] == [8, 8 * lanes, 4, lanes]).all(axis=1)
+    assert (~own).sum() >= 2 and (trials["config_applied"] == "yes").all()
 
 
 @pytest.mark.iree
@@ -805,29 +825,10 @@ NAMED = {"depthwise_taps": ("dw", "nchw", "tensor<1x32x18x18xf32>", "tensor<32x3
                             "tensor<1x32x16x16xf32>", (1, 1), (1, 1)),
          "grouped_im2col": ("gc", "grouped", "tensor<1x8x8x33x33xf32>", "tensor<8x8x8x3x3xf32>",
                             "tensor<1x8x8x16x16xf32>", (2, 2), (1, 1)),
-         # batch 2: a unit batch is folded in dispatches, and the config on the source with it
-         "grouped_taps": ("gt", "grouped", "tensor<2x8x8x18x18xf32>", "tensor<8x8x8x3x3xf32>",
-                          "tensor<2x8x8x16x16xf32>", (1, 1), (1, 1))}
-
-
-def tuned_taps(tools, text: str, path: Path, cpu: str, triple: str) -> str:
-    """`text` with its sum of contractions carrying the widest register block of its kind's
-    space for `cpu`, over the most rows a workgroup takes (kinds.spread): IREE's own config of
-    that op (vectors of 2 along the width) leaves it scalar code on x86, and the tuner is what
-    configures it."""
-    from iree_dispatch_profiler.core.library import Target
-    from iree_dispatch_profiler.iree import tunable
-    from iree_dispatch_profiler.iree.target import resolve_target
-    from iree_dispatch_profiler.ops import cpu_tiles
-    from iree_dispatch_profiler.tuning import space
-
-    path.write_text(text)
-    (op,) = [op for op in tunable.find(path) if op.kind == tunable.SUMMED]
-    target = resolve_target(tools, Target(cpu=cpu, target_triple=triple)).resolved_cpu()
-    lanes = cpu_tiles.lanes(target, cpu_tiles.DataType.parse("f32"))
-    point = max((p for p in space.build(op, target, {}, {}).tiles if p.vector_n == lanes),
-                key=lambda p: (p.vector_m, -p.peel, p.tile_n))
-    return tunable.with_configs(path, {op.index: space.configuration(op, point).compilation_info})
+         # of one image: IREE folds a unit loop, and a config on it with it, where the rewrite
+         # writes the op without one
+         "grouped_taps": ("gt", "grouped", "tensor<1x8x8x18x18xf32>", "tensor<8x8x8x3x3xf32>",
+                          "tensor<1x8x8x16x16xf32>", (1, 1), (1, 1))}
 
 
 @pytest.mark.iree
@@ -840,18 +841,23 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
                                                                 vector, rewrite):
     """Why the rewrites exist, on each SIMD family, cross-compiled: IREE's code for the named
     NCHW depthwise or grouped conv multiplies one float at a time, the rewritten conv's whole
-    vectors (the assembly IREE dumps)."""
+    vectors (the assembly IREE dumps). grouped_taps' op of one image keeps the config the
+    rewrite gives it for the family (IREE's own is scalar code on x86)."""
     from iree_dispatch_profiler.iree import rewrites
 
     named = module([NAMED[rewrite]])
-    rewritten = getattr(rewrites, rewrite)(named)[0]
-    if rewrite == "grouped_taps":
-        rewritten = tuned_taps(tools, rewritten, tmp_path / "taps.mlir", cpu, triple)
+    (chosen,) = [r for r in rewrites.REWRITES if r.name == rewrite]
+    rewritten = chosen.run(named, FAMILIES[cpu][0])[0]
     vector_multiplies = {}
     for name, text in (("named", named), ("rewritten", rewritten)):
         dump = tmp_path / f"{name}_dump"
         build(tools, text, tmp_path / name, cpu, triple,
-              (f"--iree-hal-dump-executable-intermediates-to={dump}",))
+              (f"--iree-hal-dump-executable-intermediates-to={dump}",
+               f"--iree-hal-dump-executable-benchmarks-to={dump}"))
+        if rewrite == "grouped_taps" and name == "rewritten":  # 8 filters by 8 vectors
+            lanes = 8 if cpu == "haswell" else 16 if cpu == "skylake-avx512" else 4
+            assert (f"distribution = [1, 8, {8 * lanes}, 0], vector_common_parallel = "
+                    f"[1, 4, {lanes}, 0]") in "".join(p.read_text() for p in dump.glob("*.mlir"))
         assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
         lines = [line for line in assembly.splitlines()
                  if re.search(r"\b(v?mul[ps]s|vfmadd\w*[ps]s|fmul|fmla)\b", line)]

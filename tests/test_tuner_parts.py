@@ -60,9 +60,10 @@ def test_a_sum_of_contractions_steps_one_channel_at_a_time_with_rows_of_whole_ve
 
 
 def test_a_sum_of_contractions_with_a_unit_loop_is_left_to_the_model_tuner():
-    """In a module, grouped_taps' op of batch 1 has a unit loop, and IREE drops a config
-    attached to it (every trial config-not-applied): not tunable there, with the reason. In
-    a model's dispatch the loop is folded away and a spec configures it."""
+    """A sum of contractions with a unit loop (grouped_taps' op of batch 1 had one before the
+    rewrite dropped it): IREE drops a config attached to it (every trial config-not-applied),
+    so it is not tunable in a module, with the reason. In a model's dispatch the loop is folded
+    away and a spec configures it."""
     from iree_dispatch_profiler.tuning import kinds
 
     assert kinds.not_tunable(summed(28)) == ""

@@ -345,20 +345,23 @@ def _grouped_as_im2col(op):
                     lambda args, total: arith.addf(total, arith.mulf(args[0], args[1])))
 
 
-def _summed_taps(taps: list, slices: list, init, positions: int):
+def _summed_taps(taps: list, slices: list, init, positions: int, batch: bool = True):
     """init + the sum over the taps of the filter's tap (GxFxC) contracted with the tap's
-    slice over the channels (N x G x C x `positions` dims). The products are summed before the
-    accumulator is added: IREE vectorizes a reduction only where the accumulator has one
-    combiner."""
+    slice over the channels ([N x] G x C x `positions` dims: without `batch`, no images). The
+    products are summed before the accumulator is added: IREE vectorizes a reduction only
+    where the accumulator has one combiner."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith
 
-    loops = 4 + positions  # n, g, f, the positions, then the channels
+    lead = int(batch)
+    loops = 3 + lead + positions  # [n,] g, f, the positions, then the channels
     d = [ir.AffineDimExpr.get(i) for i in range(loops)]
+    g, f = d[lead], d[lead + 1]
     # The filter's taps first: the tuner reads the first operand's dims as M, the filters, and
     # vectorizes N, the output's contiguous positions (as grouped_im2col orders its operands)
-    maps = ([ir.AffineMap.get(loops, 0, [d[1], d[2], d[-1]])] * len(taps)
-            + [ir.AffineMap.get(loops, 0, [d[0], d[1], d[-1], *d[3:-1]])] * len(slices)
+    maps = ([ir.AffineMap.get(loops, 0, [g, f, d[-1]])] * len(taps)
+            + [ir.AffineMap.get(loops, 0, [*d[:lead], g, d[-1], *d[lead + 2:-1]])]
+            * len(slices)
             + [ir.AffineMap.get(loops, 0, d[:-1])])
 
     def combine(args, total):
@@ -370,13 +373,17 @@ def _summed_taps(taps: list, slices: list, init, positions: int):
     return _generic(taps + slices, maps, init, 1, combine).results[0]
 
 
-def _grouped_as_taps(op) -> list:
+def _grouped_as_taps(op, cpu: CpuTarget) -> list:
     """out = init + the sum over the taps of each tap's contraction (_summed_taps): one op
     that reads the input where it lies, with no im2col copy. Of unit height stride, over the
     input's rows padded to whole vectors and flattened, so that each tap's slice is one
     contiguous run and the positions one loop whose vectors never straddle a row end (28-wide
     rows: ResNeXt's conv in the tuned call 0.327 -> 0.146 ms, Emerald Rapids); the columns past
-    the output's width are computed and dropped."""
+    the output's width are computed and dropped. That op carries its config
+    (cpu_tiles.summed_taps_configuration): IREE's own on AVX2 computes one position at a time,
+    and the rewrite search, which measures a rewrite under the configs it compiles with, kept
+    ResNeXt's scalar conv on a Zen 3 (0.90x). Of one image, the op has no images loop: IREE
+    folds a unit loop away and the config with it."""
     from iree.compiler import ir
 
     x, _, init = op.operands
@@ -389,15 +396,24 @@ def _grouped_as_taps(op) -> list:
     dilations = _window(op, "dilations")
     row = -(-width // FLAT_ROW) * FLAT_ROW
     flattened = [[0], [1], [2], [3, 4]]  # the rows and their columns as one dim
+    batch = n != 1
+    images = [n] if batch else []
     # a row more: the last tap's run of the last output row reaches past the input's last row
     flat = _reshaped(_zero_padded(x, [n, groups, channels, height + 1, row]),
-                     [n, groups, channels, (height + 1) * row], flattened)
+                     [*images, groups, channels, (height + 1) * row],
+                     flattened if batch else [[0, 1], [2], [3, 4]])
     count = out_h * row
-    slices = [_slice(flat, [0, 0, 0, kh * dilations[0] * row + kw * dilations[1]],
-                     [n, groups, channels, count])
+    slices = [_slice(flat, [*[0] * len(images), 0, 0, kh * dilations[0] * row + kw * dilations[1]],
+                     [*images, groups, channels, count])
               for kh in range(kernel[0]) for kw in range(kernel[1])]
-    start = _reshaped(_zero_padded(init, [*lead, out_h, row]), [*lead, count], flattened)
-    rows = _reshaped(_summed_taps(taps, slices, start, 1), [*lead, out_h, row], flattened)
+    padded = _zero_padded(init, [*lead, out_h, row])
+    start = _reshaped(padded, [*images, *lead[1:], count],
+                      flattened if batch else [[0, 1], [2], [3, 4]])
+    summed = _summed_taps(taps, slices, start, 1, batch)
+    summed.owner.attributes["compilation_info"] = ir.Attribute.parse(
+        cpu_tiles.summed_taps_configuration(cpu, lead[2], count, batch).compilation_info)
+    rows = _reshaped(summed, [*lead, out_h, row],
+                     flattened if batch else [[0, 1], [2], [3, 4]])
     return [_slice(rows, [0] * 5, [*lead, out_h, out_w])]
 
 
@@ -751,8 +767,8 @@ def _taps_take(op) -> bool:
             and ir.RankedTensorType(op.results[0].type).shape[-1] >= TAPS_MIN_WIDTH)
 
 
-def grouped_taps(text: str) -> tuple[str, int]:
-    return _rewrite(text, _taps_take, _grouped_as_taps)
+def grouped_taps(text: str, cpu: CpuTarget) -> tuple[str, int]:
+    return _rewrite(text, _taps_take, lambda op: _grouped_as_taps(op, cpu))
 
 
 def grouped_im2col(text: str) -> tuple[str, int]:
@@ -2045,7 +2061,8 @@ REWRITES = (
             flags=(KEEP_TRANSPOSES,)),
     Rewrite("grouped_taps", "grouped convolutions of unit width stride and wide rows as one "
             "op summing each kernel tap's contraction over its channels, read in place, where "
-            "IREE runs PyTorch's NCHW grouped convolution as scalar code", grouped_taps),
+            "IREE runs PyTorch's NCHW grouped convolution as scalar code", grouped_taps,
+            targeted=True),
     Rewrite("grouped_im2col", "the other grouped convolutions (strided along the width, or "
             "of narrow rows) as im2col per group and one batched contraction, where IREE runs "
             "PyTorch's NCHW grouped convolution as scalar code", grouped_im2col),
