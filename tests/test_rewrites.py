@@ -474,10 +474,49 @@ def reference(kind: str, x, k, init, strides, dilations):
 # a patch embedding: 4x4 patches of 2 images (stride = kernel), 3 channels into 32
 PATCH = ("patch", "fchw", "tensor<2x3x32x32xf32>", "tensor<32x3x4x4xf32>",
          "tensor<2x32x8x8xf32>", (4, 4), (1, 1))
-# what each rewrite's output becomes to show that the numeric check can fail: a product
-# subtracted, or (a matmul of the patches has no add to flip) the patches' columns transposed
-CORRUPTED = {"patch_matmuls": ("permutation = [0, 2, 4, 1, 3, 5]",
-                               "permutation = [0, 2, 4, 1, 5, 3]")}
+# 16 channels into 16 filters over 4x4 positions: its matmul's operands are both 16x16
+POINTWISE = ("pw", "fchw", "tensor<1x16x4x4xf32>", "tensor<16x16x1x1xf32>",
+             "tensor<1x16x4x4xf32>", (1, 1), (1, 1))
+# what each rewrite's output becomes to show that the numeric check can fail (a pattern and its
+# replacement, once): a product subtracted, or (a matmul has no add to flip) the patches'
+# columns transposed, or the pointwise matmul's operands swapped
+CORRUPTED = {"patch_matmuls": (r"permutation = \[0, 2, 4, 1, 3, 5\]",
+                               "permutation = [0, 2, 4, 1, 5, 3]"),
+             "pointwise_matmuls": (r"linalg.matmul ins\((%\S+), (%\S+) :",
+                                   r"linalg.matmul ins(\2, \1 :")}
+
+
+def test_pointwise_matmuls_takes_1x1_convs_of_one_image_as_they_lie():
+    """A 1x1 conv of stride 1 over one image becomes the filter (F x C) times the image's
+    channels by its positions (C x HW), into the accumulator as filters by positions: reshapes
+    of NCHW as it lies, no transpose. Strided, two images', 3x3, f16 and channels-last convs
+    are left alone. Joined with packed_matmuls, the matmul is packed."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.tuning.model import rewrite_search
+
+    others = [("strided", "fchw", "tensor<1x8x8x8xf32>", "tensor<16x8x1x1xf32>",
+               "tensor<1x16x4x4xf32>", (2, 2), (1, 1)),
+              ("two", "fchw", "tensor<2x8x8x8xf32>", "tensor<16x8x1x1xf32>",
+               "tensor<2x16x8x8xf32>", (1, 1), (1, 1)),
+              ("wide", "fchw", "tensor<1x8x10x10xf32>", "tensor<16x8x3x3xf32>",
+               "tensor<1x16x8x8xf32>", (1, 1), (1, 1)),
+              ("half", "fchw", "tensor<1x8x8x8xf16>", "tensor<16x8x1x1xf16>",
+               "tensor<1x16x8x8xf16>", (1, 1), (1, 1)),
+              ("last", "hwcf", "tensor<1x8x8x8xf32>", "tensor<1x1x8x16xf32>",
+               "tensor<1x8x8x16xf32>", (1, 1), (1, 1))]
+    wide = ("expand", "fchw", "tensor<1x24x8x8xf32>", "tensor<96x24x1x1xf32>",
+            "tensor<1x96x8x8xf32>", (1, 1), (1, 1))
+    text, count = rewrites.pointwise_matmuls(module([wide, *others]))
+    assert count == 1 and text.count("linalg.conv_2d_nchw_fchw") == 4
+    assert "linalg.transpose" not in text
+    assert "tensor<96x24x1x1xf32> into tensor<96x24xf32>" in text
+    assert re.search(r"linalg.matmul ins\(%\S+, %\S+ : tensor<96x24xf32>, tensor<24x64xf32>\) "
+                     r"outs\(%\S+ : tensor<96x64xf32>\)", text)
+    untouched = module(others)
+    assert rewrites.pointwise_matmuls(untouched) == (untouched, 0)
+    joined = rewrite_search.candidates(module([wide]), AVX2)
+    assert list(joined) == ["pointwise_matmuls", "pointwise_matmuls+packed_matmuls"]
+    assert "linalg.mmt4d" in joined["pointwise_matmuls+packed_matmuls"][1]
 
 
 def test_patch_matmuls_takes_whole_patch_convs_only():
@@ -529,21 +568,22 @@ WIDENED = ("widened", "nchw", "tensor<1x8x10x10xf16>", "tensor<8x3x3xf16>", "ten
                                            (GROUPED_ONE, "grouped_taps"),
                                            (WIDENED, "depthwise_taps"), (WINOGRAD, "winograd"),
                                            (WINOGRAD_NHWC, "winograd"), (WINOGRAD_ODD, "winograd"),
-                                           (PATCH, "patch_matmuls")])
+                                           (PATCH, "patch_matmuls"),
+                                           (POINTWISE, "pointwise_matmuls")])
 def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewrite):
-    """The rewritten conv (strided, dilated, batch 2; grouped_taps of one image too, with its
-    config; or f16 operands into f32; or Winograd's,
-    into a random accumulator; or a patch embedding's matmul), compiled and run by IREE, gives
+    """The rewritten conv (strided, dilated, batch 2; grouped_taps' of one image too, with its
+    config; or f16 operands into f32; or Winograd's, into a random accumulator; or a patch
+    embedding's or a 1x1 conv's matmul), compiled for this machine and run by IREE, gives
     numpy's convolution; with one product (Winograd: the accumulator) subtracted instead of
-    added, or the patches' columns transposed, it does not (the comparison can fail)."""
+    added, the patches' columns transposed or the matmul's operands swapped, it does not (the
+    comparison can fail)."""
     from iree.compiler import ir
 
+    from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
-    from iree_dispatch_profiler.measure.verification import agreement
-
-    from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.measure.verification import agreement
 
     (chosen,) = [r for r in rewrites.REWRITES if r.name == rewrite]
     text, count = chosen.run(module([conv]), resolve_target(tools, Target(cpu="host")).resolved_cpu())
@@ -557,8 +597,8 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     inputs = saved(tmp_path, arrays)
     results = {}
     right, wrong = CORRUPTED.get(rewrite, ("arith.addf", "arith.subf"))
-    assert right in text
-    builds = [("rewritten", text, ()), ("wrong", text.replace(right, wrong, 1), ())]
+    assert re.search(right, text)
+    builds = [("rewritten", text, ()), ("wrong", re.sub(right, wrong, text, count=1), ())]
     if rewrite == "winograd":  # why the rewrite adds the accumulator itself: IREE drops it
         builds.append(("pass_alone", module([conv]), (
             "--iree-preprocessing-pass-pipeline=builtin.module(util.func("

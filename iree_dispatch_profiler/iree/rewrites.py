@@ -1844,6 +1844,37 @@ def patch_matmuls(text: str) -> tuple[str, int]:
     return _rewrite(text, _patch_takes, _patches_as_matmul)
 
 
+def _pointwise_takes(op) -> bool:
+    """A static f32 NCHW 1x1 conv of stride 1 over one image (a bottleneck's, an inverted
+    residual's expand and project)."""
+
+    if op.name != "linalg.conv_2d_nchw_fchw" or len(op.operands) != 3:
+        return False
+    types = _static_types(op)
+    return (types is not None and types[0].shape[0] == 1 and types[1].shape[2:] == [1, 1]
+            and _window(op, "strides") == [1, 1])
+
+
+def _pointwise_as_matmul(op) -> list:
+    """The filter (F x C) times the image's channels by its positions (C x HW: NCHW as it
+    lies), into the accumulator's filters by positions: no transpose either way, and the
+    filter a parameter packed_matmuls packs once, at load."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg
+
+    x, k, init = op.operands
+    (_, c, h, w), (f, *_), _ = (ir.RankedTensorType(v.type).shape for v in (x, k, init))
+    image = [[0, 1], [2, 3]]
+    product = linalg.matmul(_reshaped(k, [f, c], [[0], [1, 2, 3]]),
+                            _reshaped(x, [c, h * w], image),
+                            outs=[_reshaped(init, [f, h * w], image)])
+    return [_reshaped(product, [1, f, h, w], image)]
+
+
+def pointwise_matmuls(text: str) -> tuple[str, int]:
+    return _rewrite(text, _pointwise_takes, _pointwise_as_matmul)
+
+
 # Matmul operand maps (d0 the batch of batch_matmul): A is MxK; B is KxN, or NxK as a
 # Linear's weight reaches the matmul where transposes were propagated into it
 _MATMUL_MAPS = {
@@ -2101,6 +2132,11 @@ REWRITES = (
     Rewrite("conv3d_im2col", "3-D convolutions (PyTorch's Conv3d: video, volumes) as their "
             "taps' slices joined and one contraction: IREE runs the NCDHW op as scalar code, "
             "and its im2col flag takes 2-D convolutions only", conv3d_im2col),
+    # before packed_matmuls: joined, its matmul is packed
+    Rewrite("pointwise_matmuls", "1x1 convolutions of one image (a bottleneck's, an inverted "
+            "residual's) as the filter times the image's channels by positions, NCHW as it "
+            "lies: a matmul packed_matmuls packs, where IREE's im2col and data tiling run its "
+            "8x8 microkernel", pointwise_matmuls),
     # before packed_matmuls: joined, the patches' matmul is packed too
     Rewrite("patch_matmuls", "patch convolutions (stride = kernel: a vision transformer's "
             "patch embedding) as a matmul of the patches by the filter's rows, a Linear layer's "
