@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from common import ROOT, write_parameters
+from common import ROOT, lines_as_printed, write_parameters
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import LOCAL_SYNC, LOCAL_TASK
@@ -310,6 +310,7 @@ def main() -> int:
                         + ", ".join(MODELS))
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
+    lines_as_printed()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_model_"))
     work.mkdir(parents=True, exist_ok=True)
     if importlib.util.find_spec("torch") is None:

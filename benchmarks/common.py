@@ -19,12 +19,19 @@ sys.path.insert(0, str(ROOT))  # the package from this checkout, installed or no
 from iree_dispatch_profiler.measure.blas import BLAS_PINS  # noqa: E402
 
 
+def lines_as_printed() -> None:
+    """Each printed line reaches a redirected stdout at once: a long benchmark's blocks are
+    there as each ends, and an interrupted run keeps them."""
+    sys.stdout.reconfigure(line_buffering=True)
+
+
 def parse_args(description: str) -> tuple[argparse.Namespace, Path]:
     """Each benchmark's options, and its work folder (a new temporary one by default)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--work-dir", type=Path, default=None, help="keep generated files here")
     args = parser.parse_args()
+    lines_as_printed()
     return args, args.work_dir or Path(tempfile.mkdtemp(prefix="bench_"))
 
 

@@ -395,25 +395,23 @@ def _grouped_as_taps(op, cpu: CpuTarget) -> list:
     kernel = ir.RankedTensorType(op.operands[1].type).shape[-2:]
     dilations = _window(op, "dilations")
     row = -(-width // FLAT_ROW) * FLAT_ROW
-    flattened = [[0], [1], [2], [3, 4]]  # the rows and their columns as one dim
     batch = n != 1
     images = [n] if batch else []
+    # the rows and their columns as one dim (of one image, its unit dim dropped too)
+    flattened = [[0], [1], [2], [3, 4]] if batch else [[0, 1], [2], [3, 4]]
     # a row more: the last tap's run of the last output row reaches past the input's last row
     flat = _reshaped(_zero_padded(x, [n, groups, channels, height + 1, row]),
-                     [*images, groups, channels, (height + 1) * row],
-                     flattened if batch else [[0, 1], [2], [3, 4]])
+                     [*images, groups, channels, (height + 1) * row], flattened)
     count = out_h * row
     slices = [_slice(flat, [*[0] * len(images), 0, 0, kh * dilations[0] * row + kw * dilations[1]],
                      [*images, groups, channels, count])
               for kh in range(kernel[0]) for kw in range(kernel[1])]
-    padded = _zero_padded(init, [*lead, out_h, row])
-    start = _reshaped(padded, [*images, *lead[1:], count],
-                      flattened if batch else [[0, 1], [2], [3, 4]])
+    start = _reshaped(_zero_padded(init, [*lead, out_h, row]), [*images, *lead[1:], count],
+                      flattened)
     summed = _summed_taps(taps, slices, start, 1, batch)
     summed.owner.attributes["compilation_info"] = ir.Attribute.parse(
         cpu_tiles.summed_taps_configuration(cpu, lead[2], count, batch).compilation_info)
-    rows = _reshaped(summed, [*lead, out_h, row],
-                     flattened if batch else [[0, 1], [2], [3, 4]])
+    rows = _reshaped(summed, [*lead, out_h, row], flattened)
     return [_slice(rows, [0] * 5, [*lead, out_h, out_w])]
 
 
