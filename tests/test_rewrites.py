@@ -360,7 +360,8 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
     assert rewrite_search.under("winograd") == ["channels_last"]
     assert rewrite_search.under("depthwise_taps+winograd") == ["channels_last"]
     assert rewrite_search.under("causal_blocks") == ["decompose_attention"]
-    assert rewrite_search.under("packed_matmuls") == ["data_tiling_early", "im2col_data_tiling"]
+    assert rewrite_search.under("packed_matmuls") == ["data_tiling_early", "decompose_attention",
+                                                      "im2col_data_tiling"]
     assert rewrite_search.under("patch_matmuls") == ["im2col_data_tiling"]
     assert rewrite_search.under("cache_attention") == ["data_tiling_early"]
     assert all(r.under == () for r in rewrites.REWRITES
@@ -553,8 +554,8 @@ def test_patch_matmuls_takes_whole_patch_convs_only():
     joined = rewrite_search.candidates(module([PATCH]), AVX512)
     assert list(joined) == ["patch_matmuls", "patch_matmuls+packed_matmuls"]
     assert "linalg.mmt4d" in joined["patch_matmuls+packed_matmuls"][1]
-    assert rewrite_search.under("patch_matmuls+packed_matmuls") == ["data_tiling_early",
-                                                                    "im2col_data_tiling"]
+    assert rewrite_search.under("patch_matmuls+packed_matmuls") == [
+        "data_tiling_early", "decompose_attention", "im2col_data_tiling"]
 
 
 # f16 operands into an f32 result: the named op widens them, and so must the rewrite
