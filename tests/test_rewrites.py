@@ -38,6 +38,22 @@ def module(ops: list[tuple[str, str, str, str, str, tuple, tuple]]) -> str:
             f"{', '.join(t for _, t in results)}\n}}\n")
 
 
+def host_cpu(tools):
+    """This machine's CPU as IREE resolves it: what a targeted rewrite writes for here."""
+    from iree_dispatch_profiler.core.library import Target
+    from iree_dispatch_profiler.iree.target import resolve_target
+
+    return resolve_target(tools, Target(cpu="host")).resolved_cpu()
+
+
+def rewritten(name: str, text: str, cpu) -> tuple[str, int]:
+    """`text` rewritten by the registry's rewrite `name` (for `cpu`, where it is targeted)."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    (chosen,) = [r for r in rewrites.REWRITES if r.name == name]
+    return chosen.run(text, cpu)
+
+
 STRIDED = ("strided", "nchw", "tensor<2x16x13x13xf32>", "tensor<16x3x3xf32>",
            "tensor<2x16x5x5xf32>", (2, 2), (2, 2))
 GROUPED = ("grouped", "grouped", "tensor<2x4x6x13x13xf32>", "tensor<4x5x6x3x3xf32>",
@@ -580,14 +596,10 @@ def test_the_rewritten_conv_computes_numpys_numbers(tools, tmp_path, conv, rewri
     comparison can fail)."""
     from iree.compiler import ir
 
-    from iree_dispatch_profiler.core.library import Target
-    from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
-    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.measure.verification import agreement
 
-    (chosen,) = [r for r in rewrites.REWRITES if r.name == rewrite]
-    text, count = chosen.run(module([conv]), resolve_target(tools, Target(cpu="host")).resolved_cpu())
+    text, count = rewritten(rewrite, module([conv]), host_cpu(tools))
     assert count == 1
     rng = np.random.default_rng(0)
     with ir.Context():
@@ -769,17 +781,15 @@ def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path, tools):
     tuned inside the model, and each trial's spec replaces the config the rewrite put on the op
     (IREE's dumped config is the trial's: a trial whose config was not applied is a failed
     one). The rewrite is applied here, not left to the model search."""
-    from iree_dispatch_profiler.core.library import Target
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.process import run
-    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.ops import cpu_tiles
 
     source = tmp_path / "grouped_taps.mlir"  # rewritten where the model search rewrites: lowered
     lowered = run([str(tools.compile), str(DATA_DIR / "grouped_block_torch.mlir"),
                    "--compile-to=input", "-o", str(source)], timeout=120)
     assert lowered.ok, lowered.stderr
-    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    cpu = host_cpu(tools)
     text, count = rewrites.grouped_taps(source.read_text(), cpu)
     assert count == 1
     source.write_text(text)
@@ -884,13 +894,10 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
     NCHW depthwise or grouped conv multiplies one float at a time, the rewritten conv's whole
     vectors (the assembly IREE dumps). grouped_taps' op of one image keeps the config the
     rewrite gives it for the family (IREE's own is scalar code on x86)."""
-    from iree_dispatch_profiler.iree import rewrites
-
     named = module([NAMED[rewrite]])
-    (chosen,) = [r for r in rewrites.REWRITES if r.name == rewrite]
-    rewritten = chosen.run(named, FAMILIES[cpu][0])[0]
     vector_multiplies = {}
-    for name, text in (("named", named), ("rewritten", rewritten)):
+    for name, text in (("named", named), ("rewritten", rewritten(rewrite, named,
+                                                                  FAMILIES[cpu][0])[0])):
         dump = tmp_path / f"{name}_dump"
         build(tools, text, tmp_path / name, cpu, triple,
               (f"--iree-hal-dump-executable-intermediates-to={dump}",
@@ -1971,13 +1978,12 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch, k)
     ships (ukernels off) and run by IREE: numpy's product, with A packed from M0 x N0 blocks
     (K = 96, whole blocks on every family) and without (50). With the layouts' transposition
     taken the other way round (a square weight, so that it still compiles), they are not."""
-    from iree_dispatch_profiler.core.library import NO_UKERNELS, Target
+    from iree_dispatch_profiler.core.library import NO_UKERNELS
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
-    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.measure.verification import agreement
 
-    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    cpu = host_cpu(tools)
     rng = np.random.default_rng(0)
     m, n = 50, k
     weight = rng.standard_normal((n, k)).astype(np.float32)
@@ -2058,12 +2064,11 @@ def test_packed_matmuls_pack_a_1d_convs_taps_from_its_input_in_place(tools, tmp_
     2, 49 positions: not whole column tiles) packed: its B is no copy of the taps' slices
     packed again but one op reading the input, zero-padded past its end, into the tiles;
     IREE runs it to numpy's conv. Reading the taps in reverse, it does not."""
-    from iree_dispatch_profiler.core.library import DataType, Target
+    from iree_dispatch_profiler.core.library import DataType
     from iree_dispatch_profiler.iree import rewrites
-    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.ops import cpu_tiles
 
-    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    cpu = host_cpu(tools)
     _, n0, _ = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
     rng = np.random.default_rng(0)
     x, k = (rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 101), (48, 16, 3)))
@@ -2114,14 +2119,13 @@ def test_packed_matmuls_add_an_accumulator_other_than_zeros_after_the_unpack(too
     and adds the accumulator after the unpack: numpy's x @ W^T + acc, and no initializer packs
     a parameter's broadcast bias (IREE vectorized that pack whole, one 4800-lane vector for a
     64x400 bias, and took 23 s to compile it)."""
-    from iree_dispatch_profiler.core.library import NO_UKERNELS, DataType, Target
+    from iree_dispatch_profiler.core.library import NO_UKERNELS, DataType
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
-    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.measure.verification import agreement
     from iree_dispatch_profiler.ops import cpu_tiles
 
-    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    cpu = host_cpu(tools)
     tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
     if tile is None:
         pytest.skip(f"{cpu.summary} has no register tile of packed_matmuls")
@@ -2159,12 +2163,11 @@ def test_packed_matmuls_add_an_accumulator_other_than_zeros_after_the_unpack(too
 def test_packed_matmuls_pack_a_parameters_weight_once_at_load(tools, tmp_path):
     """The weight a parameter holds is packed in an initializer (IREE hoists the pack of a
     global), not in the function's dispatches, which pack their activations only."""
-    from iree_dispatch_profiler.core.library import NO_UKERNELS, DataType, Target
+    from iree_dispatch_profiler.core.library import NO_UKERNELS, DataType
     from iree_dispatch_profiler.iree import rewrites
-    from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.ops import cpu_tiles
 
-    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    cpu = host_cpu(tools)
     tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
     if tile is None:
         pytest.skip(f"{cpu.summary} has no register tile of packed_matmuls")
@@ -2189,11 +2192,10 @@ def test_a_sources_own_packed_matmul_is_tuned_inside_the_model_without_data_tili
     """The mmt4d packed_matmuls writes is the source's own, configured before specs apply
     even where no flag data-tiles (unlike the packed matmuls of late data tiling): it is a
     target, and its tuned config applies to its dispatch."""
-    from iree_dispatch_profiler.core.library import NO_UKERNELS, Target
+    from iree_dispatch_profiler.core.library import NO_UKERNELS
     from iree_dispatch_profiler.iree import rewrites
-    from iree_dispatch_profiler.iree.target import resolve_target
 
-    cpu = resolve_target(tools, Target(cpu="host")).resolved_cpu()
+    cpu = host_cpu(tools)
     rng = np.random.default_rng(0)
     text, count = rewrites.packed_matmuls(
         linears(128, 96, 256, dense(rng.standard_normal((256, 96))), ("kxn",)), cpu)
