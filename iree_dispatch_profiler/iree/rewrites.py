@@ -408,7 +408,7 @@ def _grouped_as_taps(op, cpu: CpuTarget) -> list:
     flat = _reshaped(_zero_padded(x, [n, groups, channels, height + 1, row]),
                      [*images, groups, channels, (height + 1) * row], flattened)
     count = out_h * row
-    slices = [_slice(flat, [*[0] * len(images), 0, 0, kh * dilations[0] * row + kw * dilations[1]],
+    slices = [_slice(flat, [0] * (len(images) + 2) + [kh * dilations[0] * row + kw * dilations[1]],
                      [*images, groups, channels, count])
               for kh in range(kernel[0]) for kw in range(kernel[1])]
     start = _reshaped(_zero_padded(init, [*lead, out_h, row]), [*images, *lead[1:], count],
@@ -1797,16 +1797,22 @@ def global_pool(text: str) -> tuple[str, int]:
     return _rewrite(text, _pool_takes, _pool_in_place)
 
 
+def _nchw_conv_shapes(op) -> list[list[int]] | None:
+    """The input, filter and output shapes of a static f32 NCHW conv (conv_2d_nchw_fchw);
+    None for any other op."""
+    if op.name != CHANNELS_FIRST[2] or len(op.operands) != 3:
+        return None
+    types = _static_types(op)
+    return None if types is None else [t.shape for t in types]
+
+
 def _patch_takes(op) -> bool:
     """A static f32 NCHW conv whose stride is its kernel (larger than 1x1), undilated, over
     whole patches: a vision transformer's patch embedding (ViT 16x16, ConvNeXt 4x4)."""
-
-    if op.name != "linalg.conv_2d_nchw_fchw" or len(op.operands) != 3:
+    shapes = _nchw_conv_shapes(op)
+    if shapes is None:
         return False
-    types = _static_types(op)
-    if types is None:
-        return False
-    (_, _, h, w), (_, _, kh, kw), (_, _, oh, ow) = (t.shape for t in types)
+    (_, _, h, w), (_, _, kh, kw), (_, _, oh, ow) = shapes
     return (_window(op, "strides") == [kh, kw] and _window(op, "dilations") == [1, 1]
             and kh * kw > 1 and (h, w) == (oh * kh, ow * kw))
 
@@ -1850,11 +1856,8 @@ def patch_matmuls(text: str) -> tuple[str, int]:
 def _pointwise_takes(op) -> bool:
     """A static f32 NCHW 1x1 conv of stride 1 over one image (a bottleneck's, an inverted
     residual's expand and project)."""
-
-    if op.name != "linalg.conv_2d_nchw_fchw" or len(op.operands) != 3:
-        return False
-    types = _static_types(op)
-    return (types is not None and types[0].shape[0] == 1 and types[1].shape[2:] == [1, 1]
+    shapes = _nchw_conv_shapes(op)
+    return (shapes is not None and shapes[0][0] == 1 and shapes[1][2:] == [1, 1]
             and _window(op, "strides") == [1, 1])
 
 

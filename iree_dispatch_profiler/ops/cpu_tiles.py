@@ -453,7 +453,7 @@ def summed_taps_configuration(cpu: CpuTarget, filters: int, positions: int, batc
     tile = next((width * n for n in (8, 4, 2) if positions % (width * n) == 0), width)
     lead = [1] if batch else []
     return configuration("summed_taps", [*lead, 1, filters, tile, 0],
-                         [*lead, 1, block, width, 0], [*[0] * len(lead), 0, 0, 0, 1],
+                         [*lead, 1, block, width, 0], [0] * (len(lead) + 3) + [1],
                          "DoubleTilingExpert")
 
 
