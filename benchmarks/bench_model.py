@@ -129,30 +129,17 @@ UNPINNED = " | unpinned"
 GOAL = 1.25  # issue 30's goal: the tuned model 1.25x faster than PyTorch eager
 
 
-# glibc's malloc: M_TRIM_THRESHOLD, M_MMAP_THRESHOLD (malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-HEAP_BYTES = 32 << 20  # glibc's largest mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX)
-
-
 def torch_allocator_at_its_best() -> str:
     """PyTorch eager at its best whatever ran before it in this process. glibc serves each
     allocation of 128 KiB or more with a fresh mmap until a freed large block raises that
-    threshold: in a new process a MobileNet block's 1.8 MB intermediates cost about 1,700 page
-    faults a call (3.9 ms against 0.90 ms once a BERT layer had run). IREE's runtime keeps its
-    own pools (no page faults per call), so PyTorch gets the heap a long-running process has."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is None or not hasattr(libc, "mallopt") or not (
-            libc.mallopt(M_MMAP_THRESHOLD, HEAP_BYTES) and libc.mallopt(M_TRIM_THRESHOLD,
-                                                                        2 * HEAP_BYTES)):
+    threshold (to 32 MiB at most): in a new process a MobileNet block's 1.8 MB intermediates
+    cost about 1,700 page faults a call (3.9 ms against 0.90 ms once a BERT layer had run).
+    PyTorch gets the heap IREE's timed tools get (iree_jobs.KEPT_HEAP), set here with mallopt."""
+    if not iree_jobs.keep_this_heap():
         return ("PyTorch eager: the C library's malloc is not glibc's; its time may depend on "
                 "what ran before it")
-    return (f"PyTorch eager: glibc malloc serves blocks up to {HEAP_BYTES >> 20} MiB from its heap "
-            "(mallopt M_MMAP_THRESHOLD), as once a large model has run in the process: no page "
-            "faults per call, whatever ran before")
+    return ("PyTorch eager: glibc malloc keeps what it frees (mallopt M_MMAP_THRESHOLD and "
+            "M_TRIM_THRESHOLD 2 GiB, as IREE's timed tools get them): no page faults per call")
 
 
 def torch_eager(name: str, inputs: list[np.ndarray], weights: dict[str, np.ndarray]):

@@ -746,8 +746,10 @@ def test_a_depthwise_model_is_tuned_on_its_rewritten_source_which_the_answer_shi
     unpinned = f"--task_topology_group_count={len(os.sched_getaffinity(0))}"
     assert len(runtime) == 3 and "under SCHED_BATCH" in runtime[0], runtime
     assert f"with {unpinned}" in runtime[1] and "on local-sync" in runtime[2]
-    assert ("run it with `chrt --batch 0`" in runtime[0]) == ("#   chrt --batch 0 iree-run-module"
-                                                             in script)
+    assert ("run it with `chrt --batch 0`" in runtime[0]) == ("_=2147483647 chrt --batch 0 "
+                                                             "iree-run-module" in script)
+    # run as timed: with the heap kept, whose settings come first on the run line
+    assert "#   MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=2147483647 " in script
     assert (f"run it with `{unpinned}`" in runtime[1]) == (f"{unpinned} --input" in script)
     assert ("run it with `--device=local-sync`" in runtime[2]) == ("--device=local-sync" in script)
     # the script compiles the answer, and its run line runs it with the workers unpinned

@@ -14,7 +14,8 @@ A tool job (`run_tool`) runs iree-run-module, iree-benchmark-module or iree-comp
 (`{dir}` as above), `files` (name -> bytes) and `outputs` (names of files it writes).
 
 `run_command` is the project's one subprocess runner: an argument list, a timeout, no stdin,
-and the output kept for the caller's log (process.run wraps it for local runs).
+the heap kept (KEPT_HEAP) and the output kept for the caller's log (process.run wraps it for
+local runs).
 """
 from __future__ import annotations
 
@@ -138,12 +139,47 @@ def describe(dask_worker=None) -> dict:
             "cpu_model": cpu_model(), "physical_cores": physical_cores()}
 
 
+# glibc malloc settings (read at a process's start) under which it keeps what it frees: no
+# block from a fresh mmap, no heap top handed back. IREE's runtime allocates a call's
+# transients anew each call; a large one (79 MB of a 2048x1280x5120 f32 GEMM the tuner packs;
+# not 38 MB) then comes from a fresh mapping whose every page faults on first touch, inside
+# the call's dispatches: 20k page faults a call there, 211 -> 180 ms a call, its operand packs
+# 25 -> 17 and 11 -> 7 ms (Zen 3). A served model keeps its memory, and the kernels are timed
+# so. Other C libraries ignore these.
+# (2 GiB - 1 each: mallopt takes a C int.)
+KEPT_HEAP = {"MALLOC_MMAP_THRESHOLD_": str(2**31 - 1), "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1)}
+
+
+_MALLOPT = {"MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_MMAP_THRESHOLD_": -3}  # glibc's malloc.h
+
+
+def kept_heap_environment() -> dict[str, str]:
+    """This process's environment, with KEPT_HEAP."""
+    return {**os.environ, **KEPT_HEAP}
+
+
+def keep_this_heap() -> bool:
+    """KEPT_HEAP in this process, already running (glibc's mallopt): what is timed in it (the
+    numpy and PyTorch anchors) runs with the heap IREE's tools get; False where the C library
+    is not glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    return all(libc.mallopt(_MALLOPT[key], int(value)) == 1 for key, value in KEPT_HEAP.items())
+
+
 def run_command(command: list[str], timeout: float, cwd: str | None = None) -> dict:
-    """returncode (None: killed at the timeout), stdout, stderr and seconds of `command`."""
+    """returncode (None: killed at the timeout), stdout, stderr and seconds of `command`, run
+    with the heap kept (KEPT_HEAP)."""
     start = time.perf_counter()
     try:
         process = subprocess.run(command, capture_output=True, text=True, cwd=cwd,
-                                 timeout=timeout, stdin=subprocess.DEVNULL)
+                                 timeout=timeout, stdin=subprocess.DEVNULL,
+                                 env=kept_heap_environment())
         done = {"returncode": process.returncode, "stdout": process.stdout,
                 "stderr": process.stderr}
     except subprocess.TimeoutExpired as expired:

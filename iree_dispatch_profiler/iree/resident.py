@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iree_dispatch_profiler.iree import iree_jobs
 from iree_dispatch_profiler.iree.timing import Sample
 from iree_dispatch_profiler.iree.modules import ELEMENT_TYPES
 
@@ -58,7 +59,8 @@ class Resident:
         with open(self.log, "a") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "iree_dispatch_profiler.iree.resident"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                env=iree_jobs.kept_heap_environment())
 
     def ask(self, request: dict, timeout: float) -> dict:
         process = self.process

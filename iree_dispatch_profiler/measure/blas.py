@@ -64,7 +64,10 @@ def blas_summary(infos: list[dict] | None = None, environ=None,
 def timed_calls(function, seconds: float, statistic=statistics.median) -> Sample:
     """ms per call of `function`: the `statistic` (median by default; statistics.fmean is what
     iree-benchmark-module reports of its calls) of calls filling about `seconds`, after one
-    untimed call (BLAS threads asleep since the last sample wake up in it)."""
+    untimed call (BLAS threads asleep since the last sample wake up in it). The heap is kept
+    as in IREE's timed tools (iree_jobs.KEPT_HEAP): no page faults per call, as a long-running
+    process serving the call has none."""
+    iree_jobs.keep_this_heap()
     function()
     times, start = [], time.perf_counter()
     while True:

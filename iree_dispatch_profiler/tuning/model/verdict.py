@@ -12,7 +12,7 @@ from pathlib import Path
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import LOCAL_SYNC
-from iree_dispatch_profiler.iree import process
+from iree_dispatch_profiler.iree import iree_jobs, process
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG, compile_command
 from iree_dispatch_profiler.measure.calibration import CEILING_ELEMENT
 from iree_dispatch_profiler.tuning.plots import model_plot
@@ -148,7 +148,9 @@ def write_compile_script(tuner: ModelTuner, result: ModelResult, path: Path) -> 
     elsewhere = compile_command(tuner.tools, portable, s.input.resolve(), Path(vmfb),
                                 shipped_flags(result))
     best = best_runtime(result)
-    run_line = [*(BATCH_RUN if best is not None and best.policy == process.BATCH else []),
+    # as timed: with the heap kept (iree_jobs.KEPT_HEAP, read from the environment at start)
+    run_line = [*(f"{k}={v}" for k, v in iree_jobs.KEPT_HEAP.items()),
+                *(BATCH_RUN if best is not None and best.policy == process.BATCH else []),
                 "iree-run-module", f"--module={vmfb}",
                 f"--device={best.device if best is not None else tuner.device}",
                 f"--function={tuner.function}", *tuner.run_flags,
