@@ -53,9 +53,12 @@ def test_every_matmul_kind_and_type_gets_at_least_8_legal_configs(cpu, shape):
         assert all(cfg.name.startswith("packed_") for cfg in packed)
         assert all(cfg.name.startswith("tile_config_") for cfg in tiled
                    if not cfg.spec_root and not cfg.packing)
-        # data-tiled and packed tile configs: plain large f32 matmuls only
-        large = min(shape) >= cpu_tiles.MIN_LARGE_DIMENSION and (a, c) == (F32, F32)
-        assert bool(data_tiled) == bool(packed) == (large and not batch and not epilogue), op.name
+        # data-tiled configs: plain large f32 matmuls only; packed ones also where only one
+        # of M and N is short (64x4096x4096, not 1024x64x64: its K is short too)
+        plain = (a, c) == (F32, F32) and not batch and not epilogue
+        large = min(shape) >= cpu_tiles.MIN_LARGE_DIMENSION
+        assert bool(data_tiled) == (plain and large), op.name
+        assert bool(packed) == (plain and (large or shape == (64, 4096, 4096))), op.name
         for tile in cpu_tiles.matmul_tiles(cpu, *shape, a, c):
             assert cpu_tiles.is_legal_vector_tile(cpu, (tile.vm, tile.vn, tile.vk), c)
             assert tile.dm % tile.vm == 0 and tile.dn % tile.vn == 0
@@ -137,7 +140,11 @@ def test_packed_matmuls_take_a_wider_register_tile_and_carry_their_config_in_the
     assert cpu_tiles.register_tile(AVX2, F16, F16) is None
     no_fma = replace(AVX2, features=AVX2.features.replace("+fma", "-fma"))
     assert cpu_tiles.register_tile(no_fma, F32, F32) is None
-    assert cpu_tiles.mmt4d_tiles(AVX2, 511, 4096, 4096, F32, F32, packed=True) == []  # not large
+    # a short M or N packs where the GEMM is large enough; not a short K, nor too few FLOPs
+    assert cpu_tiles.mmt4d_tiles(AVX2, 128, 1280, 2048, F32, F32, packed=True)
+    assert not cpu_tiles.mmt4d_tiles(AVX2, 128, 1280, 2048, F32, F32)  # IREE's data tiling: no
+    assert cpu_tiles.mmt4d_tiles(AVX2, 2048, 1280, 511, F32, F32, packed=True) == []
+    assert cpu_tiles.mmt4d_tiles(AVX2, 128, 128, 4096, F32, F32, packed=True) == []  # 2^27
     tile = cpu_tiles.mmt4d_tiles(AVX2, 3000, 4096, 2048, F32, F32, packed=True)[0]
     config = cpu_tiles.packed_configuration(tile)
     assert config.packing == (6, 16, 1) and config.name.startswith("packed_")

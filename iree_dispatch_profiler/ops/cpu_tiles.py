@@ -29,6 +29,10 @@ DEFAULT_L3_CACHE_BYTES = 2 << 20
 # Problems this large in every dimension also get cache-level and data-tiled configurations;
 # they are where tiles sized for registers and L1 alone fall far behind BLAS.
 MIN_LARGE_DIMENSION = 512
+# A matmul of this many FLOPs also gets packed configurations when only one dimension is short
+# (a 128-row or 128-column GEMM): a model's 128-token matmuls ran packed at 104-118% of the
+# session's ceiling (BERT, Zen 3), where IREE's data tiling left such GEMMs at 0.6-0.8x BLAS.
+MIN_PACKED_FLOPS = 1 << 28
 
 
 def vector_limit_bytes(cpu: CpuTarget) -> int:
@@ -383,9 +387,11 @@ def mmt4d_tiles(cpu: CpuTarget, m: int, n: int, k: int, lhs: DataType, rhs: Data
     """Up to `count` workgroup tiles of the outer dimensions (IREE pads them to whole inner
     tiles; the last workgroup of a row or column takes what remains), giving every core work;
     those whose B panels (dn1 x N0 x K) fit half the L2 first, then those that divide the outer
-    dimensions. Inner tiles: IREE's, or with `packed` our register_tile."""
+    dimensions. Inner tiles: IREE's, or with `packed` our register_tile (also for a GEMM of
+    MIN_PACKED_FLOPS with one short dimension)."""
     inner = (register_tile if packed else mmt4d_inner_tile)(cpu, lhs, rhs)
-    if inner is None or not is_large(m, n, k):
+    if inner is None or not (is_large(m, n, k) or packed and 2 * m * n * k >= MIN_PACKED_FLOPS
+                             and min(m, n) >= inner[0] * 4 and k >= MIN_LARGE_DIMENSION):
         return []
     m0, n0, k0 = inner
     m1, n1 = math.ceil(m / m0), math.ceil(n / n0)
