@@ -2269,3 +2269,11 @@ def test_rational_erf_gives_gelu_within_its_bound_and_a_wrong_coefficient_does_n
         errors[name] = np.max(np.abs(np.load(output) - wanted) - 1e-6 * np.abs(x64))
     assert errors["rewritten"] < 1e-6 and errors["iree"] < 1e-6, errors
     assert errors["wrong"] > 1e-6, errors
+    # other SIMD families: its multiply-adds are the target's vector FMAs, no libm call
+    for cpu, triple, fma in (("skylake-avx512", "x86_64-unknown-linux-gnu", "vfmadd"),
+                             ("neoverse-n1", "aarch64-unknown-linux-gnu", "fmla")):
+        files = tmp_path / f"{cpu}_files"
+        build(tools, text, tmp_path / cpu, cpu, triple,
+              flags=(f"--iree-hal-dump-executable-files-to={files}",))
+        assembly = "".join(path.read_text() for path in files.glob("*.s"))
+        assert fma in assembly and not re.search(r"\b(callq?|bl)\s+fmaf", assembly), cpu
