@@ -19,6 +19,7 @@ local runs).
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shutil
@@ -158,6 +159,7 @@ def kept_heap_environment() -> dict[str, str]:
     return {**os.environ, **KEPT_HEAP}
 
 
+@functools.cache  # once a process: find_library runs ldconfig (2 ms), and the setting stays
 def keep_this_heap() -> bool:
     """KEPT_HEAP in this process, already running (glibc's mallopt): what is timed in it (the
     numpy and PyTorch anchors) runs with the heap IREE's tools get; False where the C library
