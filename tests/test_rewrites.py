@@ -1907,6 +1907,25 @@ def linears(m: int, k: int, n: int, weight: str,
 PARAMETER = '#flow.parameter.named<"model"::"w">'
 
 
+@pytest.mark.iree
+def test_kept_transposes_transposes_a_linears_weight_at_load_and_the_matmul_reads_it_k_by_n(
+        tools, tmp_path):
+    """torch-mlir's Linear: a parameter's N x K weight transposed, then a matmul. IREE folds the
+    transpose into the matmul, which reads the parameter N x K; under the flag set
+    kept_transposes the transpose runs in an initializer (at load) and the call's matmul reads
+    its K x N result."""
+    text = linears(64, 96, 256, PARAMETER, ("kxn",))
+    reads = {}
+    for name, flags in (("default", []), ("kept", curated("kept_transposes").args)):
+        flow = build(tools, text, tmp_path / name, flags=(*flags, "--compile-to=flow"))
+        call = re.search(r"flow\.dispatch @main_dispatch_\d+::@\w*matmul\w*\(([^)]*)\)",
+                         flow.read_text())
+        assert call, flow.read_text()
+        reads[name] = call.group(1)
+    assert "parameter_model_w_tensor_256x96xf32" in reads["default"], reads
+    assert "hoisted_tensor_96x256xf32" in reads["kept"], reads
+
+
 def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
     """A matmul (KxN, NxK; of a global's weight or of one passed in) or a batch matmul (of one
     batch, or of one B broadcast to every batch, its batches then rows of A; also a 4-D

@@ -511,6 +511,9 @@ def test_a_join_takes_the_first_set_of_each_group_the_set_has_none_of():
                             "--iree-opt-aggressively-propagate-transposes"]
     assert [f.name for f in joined("im2col", ["im2col_data_tiling", "O3"], sets)] == ["im2col+O3"]
     assert joined("O3", ["O3"], sets) == []
+    # transposes kept or folded harder: opposites, never joined
+    assert [f.name for f in joined("kept_transposes", ["propagate_transposes", "O3"],
+                                   sets)] == ["kept_transposes+O3"]
     # a join joined again: with none of its parts' groups
     (pair,) = joined("decompose_attention", ["data_tiling_early"], sets)
     again = joined(pair.name, ["data_tiling", "O3", "decompose_attention", "im2col"], [*sets, pair])

@@ -132,12 +132,9 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any, Callable
 
-from iree_dispatch_profiler.core.library import NO_UKERNELS, CpuTarget, DataType
+from iree_dispatch_profiler.core.library import KEEP_TRANSPOSES, NO_UKERNELS, CpuTarget, DataType
 from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.ops import cpu_tiles
-
-# keeps a transpose its own op (Rewrite.flags)
-KEEP_TRANSPOSES = "--iree-global-opt-propagate-transposes=false"
 
 DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"  # input NxCxHxW, filter CxKHxKW
 GROUPED = "linalg.conv_2d_ngchw_gfchw"  # input NxGxCxHxW, filter GxFxCxKHxKW, output NxGxFxOHxOW
