@@ -24,11 +24,11 @@ class Sample:
 
 # Google Benchmark's own warm-up before each sample: first-touch page faults and the worker
 # threads' start belong to no computation. A fresh process runs slow for its first ~0.2 s: on a
-# 2-core Zen 3 VM, 12 alternating samples each (SCHED_BATCH), a tuned BERT layer's 4-call sample
-# took 20.1 ms by the median after 0.01 s of warm-up, 16.4 after 0.3 s, 15.9 over 60 calls; an
-# MLP's 45-call sample 1.39 ms after 0.01 s, 1.25 after 0.1, 1.15 after 0.2, 1.17 after 0.3.
+# 2-core Zen 3 VM, alternating samples (SCHED_BATCH, medians of 8), a tuned BERT layer's 4-call
+# sample took 21.4 ms after 0.01 s of warm-up, 14.9 after 0.2 s, 16.1 after 0.3 s; an MLP's
+# 45-call sample (of 12) 1.39 ms after 0.01 s, 1.25 after 0.1, 1.15 after 0.2, 1.17 after 0.3.
 # PyTorch, beside it in bench_model, is timed warm in its own process.
-WARMUP_SECONDS = 0.3
+WARMUP_SECONDS = 0.2
 
 
 # Timing sources: which instrument reads a sample, and of what. The dispatch sources time the
