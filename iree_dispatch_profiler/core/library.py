@@ -311,8 +311,8 @@ DATA_TILING_CONFIGURATION = TuningConfiguration(
 INNER_TILED = "--iree-llvmcpu-enable-inner-tiled"
 INNER_TILED_CONFIGURATION = TuningConfiguration(
     "default_inner_tiled", flags=("--iree-opt-data-tiling", INNER_TILED))
-# Transposes kept their own ops: IREE folds none into the op that reads it (a Linear's weight
-# stays K x N, transposed once at load, where IREE would read it N x K in the matmul).
+# Transposes kept as ops of their own: IREE folds none into the op that reads its result (a
+# Linear's weight is then transposed once, at load, and its matmul reads it K x N, not N x K).
 KEEP_TRANSPOSES = "--iree-global-opt-propagate-transposes=false"
 PREPROCESSING_PIPELINE = "--iree-preprocessing-pass-pipeline="
 # Attention decomposed before dispatches form into Q K^T, a softmax and P V: matmul dispatches
