@@ -94,10 +94,9 @@ def schedule(tuner: ModelTuner, tasks: list[Task], earlier: pd.DataFrame, writer
         # every target's first batch runs, however late it starts: its flag points and seeds
         # are measured even where the spaces and the store's lookups (slow on a loaded
         # machine) spent a short budget; past the deadline, that one batch
-        if time.perf_counter() >= deadline:
-            run(task, min(task.limit, s.batch_size), first=True, until=math.inf)
-        else:
-            run(task, min(task.limit, max(s.batch_size, task.limit // WARM_UP)), first=True)
+        late = time.perf_counter() >= deadline
+        trials = s.batch_size if late else max(s.batch_size, task.limit // WARM_UP)
+        run(task, min(task.limit, trials), first=True, until=math.inf if late else deadline)
     while time.perf_counter() < deadline:
         spent = sum(len(t.rows) for t in tasks)
         open_tasks = [t for t in tasks if not t.done]
