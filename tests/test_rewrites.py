@@ -1908,16 +1908,20 @@ PARAMETER = '#flow.parameter.named<"model"::"w">'
 
 
 @pytest.mark.iree
+@pytest.mark.parametrize("cpu,triple", [("host", ""),
+                                        ("skylake-avx512", "x86_64-unknown-linux-gnu"),
+                                        ("neoverse-n1", "aarch64-unknown-linux-gnu")])
 def test_kept_transposes_transposes_a_linears_weight_at_load_and_the_matmul_reads_it_k_by_n(
-        tools, tmp_path):
+        tools, tmp_path, cpu, triple):
     """torch-mlir's Linear: a parameter's N x K weight transposed, then a matmul. IREE folds the
     transpose into the matmul, which reads the parameter N x K; under the flag set
     kept_transposes the transpose runs in an initializer (at load) and the call's matmul reads
-    its K x N result."""
+    its K x N result. On every SIMD family (cross-compiled: AVX-512, NEON)."""
     text = linears(64, 96, 256, PARAMETER, ("kxn",))
     reads = {}
     for name, flags in (("default", []), ("kept", curated("kept_transposes").args)):
-        flow = build(tools, text, tmp_path / name, flags=(*flags, "--compile-to=flow"))
+        flow = build(tools, text, tmp_path / name, cpu, triple,
+                     flags=(*flags, "--compile-to=flow"))
         call = re.search(r"flow\.dispatch @main_dispatch_\d+::@\w*matmul\w*\(([^)]*)\)",
                          flow.read_text())
         assert call, flow.read_text()
