@@ -35,6 +35,9 @@ FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget
 # (the tests check what happens, not which config is fastest)
 QUICK_TUNING = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off",
                 "--store=off"]
+# and with --model: no other runtimes timed at the end (about 10 s a run; the tests that
+# check them ask for them)
+QUICK_MODEL = [*QUICK_TUNING, "--runtimes=none"]
 
 
 def run_script(script: str, *args: str, timeout: float = 600,

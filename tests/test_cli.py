@@ -162,6 +162,8 @@ def test_compare_csv_output_in_a_new_folder_and_under_a_file(tmp_path):
     (["--spec", "tests/data/seed_matmul.mlir"], "--spec applies to --model"),
     (["--rewrites", "none"], "--rewrites applies to --model"),
     (["--model", "--rewrites", "winograd,bogus"], "--rewrites winograd,bogus: not a rewrite (bogus)"),
+    (["--runtimes", "none"], "--runtimes applies to --model"),
+    (["--model", "--runtimes", "local-sync,sync"], "--runtimes local-sync,sync: not a runtime (sync)"),
     (["--inputs", "missing.npy"], "--inputs: missing.npy does not exist"),
     (["--inputs", ","], "empty file name"),
 ])

@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR as DATA, FAST, QUICK_TUNING as QUICK, run_script
+from helpers import DATA_DIR as DATA, FAST, QUICK_MODEL, QUICK_TUNING as QUICK, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
@@ -148,7 +148,7 @@ def test_a_model_report_shows_the_ranking_before_and_after(browser, tmp_path):
     output = tmp_path / "mlp.csv"
     result = run_script("autotune.py", "--input", MLP, "--model", "--output", output, "--top", "1",
                         "--n-trial", "2", "--tuner", "random", "--base-flags=", "--rewrites=none",
-                        "--html", tmp_path / "model.html", *QUICK)
+                        "--html", tmp_path / "model.html", *QUICK_MODEL)
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((tmp_path / "mlp_model.json").read_text())
     errors, requests = open_report(browser, tmp_path / "model.html", tmp_path / "model.png")

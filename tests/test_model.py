@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR as DATA, QUICK_TUNING as QUICK, curated, run_script
+from helpers import DATA_DIR as DATA, QUICK_MODEL as QUICK, QUICK_TUNING, curated, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
@@ -330,7 +330,7 @@ def test_packed_matmuls_are_tuned_inside_the_model_under_early_data_tiling(tmp_p
     from iree_dispatch_profiler.tuning import flags
     output = tmp_path / "mlp.csv"
     common = ["--input", MLP, "--model", "--top", "1", "--n-trial", "1", "--tuner", "random",
-              *QUICK]
+              "--rewrites=none", *QUICK]
     result = run_script("autotune.py", "--calibration=off", *common, "--output", output,
                         f"--base-flags={flags.DATA_TILING_EARLY}")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -593,8 +593,12 @@ def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path
     from iree_dispatch_profiler.iree.launchers import run_module
     output = tmp_path / "lm.csv"
     result = run_script("autotune.py", "--calibration=off", *LM_RUN, "--output", output,
-                        "--base-flags=--iree-dispatch-creation-enable-aggressive-fusion")
+                        "--base-flags=--iree-dispatch-creation-enable-aggressive-fusion",
+                        "--runtimes=local-sync")
     assert result.returncode == 0, result.stdout + result.stderr
+    # the one other runtime asked for is timed beside the tuner's own
+    runtime = [line for line in result.stdout.splitlines() if line.startswith("Runtime: ")]
+    assert len(runtime) == 1 and "whole call on local-sync" in runtime[0], runtime
     assert "argument 0 (1x32xi64) distinct in [0, 96): it indexes a dimension of 96" in result.stdout
     ids = np.load(tmp_path / "lm_work" / "main_input0.npy")
     assert ids.dtype == np.int64 and 0 <= ids.min() and ids.max() < 96
@@ -663,7 +667,7 @@ def test_a_language_model_tunes_on_given_inputs(tmp_path):
     output = tmp_path / "lm.csv"
     ids, mask = LM.with_name("tiny_lm_torch_ids.npy"), LM.with_name("tiny_lm_torch_mask.npy")
     result = run_script("autotune.py", "--calibration=off", *LM_RUN, "--output", output, "--base-flags=",
-                        "--inputs", f"@{ids},@{mask}")
+                        "--rewrites=none", "--inputs", f"@{ids},@{mask}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Inputs of main: given with --inputs: {ids} {mask}" in result.stdout
     assert (pd.read_csv(output)["status"] == "ok").all()
@@ -690,7 +694,7 @@ def test_a_reference_that_is_not_finite_is_an_input_problem(tmp_path):
     np.save(a, -np.ones((16, 16), np.float32))
     np.save(tmp_path / "b.npy", np.ones((16, 16), np.float32))
     result = run_script("autotune.py", "--input", module, "--output", tmp_path / "x.csv",
-                        "--inputs", f"{a},{tmp_path / 'b.npy'}", "--n-trial", "2", *QUICK)
+                        "--inputs", f"{a},{tmp_path / 'b.npy'}", "--n-trial", "2", *QUICK_TUNING)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "IREE's default gives NaN/inf on these inputs of f (output 0 has 256 NaN/inf" in result.stderr
     assert "an input problem" in result.stderr and not (tmp_path / "x.csv").exists()

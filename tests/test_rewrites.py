@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import AVX2, AVX512, DATA_DIR, NEON, QUICK_TUNING as QUICK, curated, run_script
+from helpers import AVX2, AVX512, DATA_DIR, NEON, QUICK_MODEL, QUICK_TUNING as QUICK, curated, run_script
 
 DEPTHWISE_MODEL = DATA_DIR / "depthwise_block.mlir"
 
@@ -798,7 +798,7 @@ def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path, tools):
     output = tmp_path / "g.csv"
     result = run_script("autotune.py", "--input", source, "--model", "--rewrites", "none",
                         "--output", output, "--n-trial", "3", "--top", "1", "--tuner", "random",
-                        "--flags=--iree-opt-level=O2", *QUICK)
+                        "--flags=--iree-opt-level=O2", *QUICK_MODEL)
     assert result.returncode == 0, result.stdout + result.stderr
     # 16 rows of 16, padded to 32 columns (grouped_taps' flattened rows)
     assert re.search(r"^target 0: linalg.generic batch=4 m=8 n=512 k=8 .* in \S+_reduction_",
@@ -835,7 +835,7 @@ def test_a_rewrite_whose_outputs_differ_is_a_row_and_not_adopted(tmp_path, monke
     real = rewrites.REWRITES
     monkeypatch.setattr(rewrites, "REWRITES", (rewrites.Rewrite("wrong_taps", "a test", wrong),))
     args = autotune.parser().parse_args([
-        "--input", str(DEPTHWISE_MODEL), "--model", "--output", str(tmp_path / "dw.csv"), *QUICK])
+        "--input", str(DEPTHWISE_MODEL), "--model", "--output", str(tmp_path / "dw.csv"), *QUICK_MODEL])
     s = autotune.settings(args)
     tuner, cpu = model.start(s, autotune.prepare(args, s))
     given = s.input
@@ -2231,7 +2231,7 @@ def test_a_sources_own_packed_matmul_is_tuned_inside_the_model_without_data_tili
     output = tmp_path / "p.csv"
     result = run_script("autotune.py", "--input", source, "--model", "--output", output,
                         "--top", "1", "--n-trial", "1", "--tuner", "random",
-                        f"--base-flags={NO_UKERNELS}", *QUICK)
+                        f"--base-flags={NO_UKERNELS}", *QUICK_MODEL)
     assert result.returncode == 0, result.stdout + result.stderr
     ranking = pd.read_csv(tmp_path / "p_dispatches.csv", keep_default_na=False)
     (packed,) = ranking[ranking["root"] == "linalg.mmt4d"].to_dict("records")

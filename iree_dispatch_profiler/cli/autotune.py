@@ -43,6 +43,7 @@ from iree_dispatch_profiler.tuning import model as model_tuning
 from iree_dispatch_profiler.tuning import scheduler_config, single_op, strategies
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import Settings, Toolchain
+from iree_dispatch_profiler.tuning.model import final
 
 
 def parser() -> options.ArgumentParser:
@@ -75,6 +76,10 @@ def parser() -> options.ArgumentParser:
     model.add_argument("--rewrites", default=None, metavar="NAME[,NAME]|all|none",
                        help="the source rewrites the model search may adopt (default: all): "
                             f"{', '.join(r.name for r in rewrites.REWRITES)}")
+    model.add_argument("--runtimes", default=None, metavar="NAME[,NAME]|all|none",
+                       help="the ways of running the answer whose whole call is timed against "
+                            "the tuner's own at the end, the faster said with how to run it "
+                            f"(default: all): {', '.join(final.RUNTIME_NAMES)}")
     model.add_argument("--base-flags", default=None, metavar='"FLAGS"',
                        help="compile every candidate and the answer with these iree-compile "
                             "flags instead of searching IREE's curated flag sets first "
@@ -140,8 +145,9 @@ def settings(args: argparse.Namespace) -> Settings:
         raise UserError("--spec applies to --model")
     if args.spec_library and args.spec is None:
         raise UserError("--spec-library describes a --spec")
-    if args.rewrites is not None and not args.model:
-        raise UserError("--rewrites applies to --model")
+    for option in ("rewrites", "runtimes"):
+        if getattr(args, option) is not None and not args.model:
+            raise UserError(f"--{option} applies to --model")
     if args.spec is not None:  # checked now, not after minutes of compiling
         if not args.spec.is_file():
             raise UserError(f"--spec {args.spec} does not exist")
@@ -164,25 +170,27 @@ def settings(args: argparse.Namespace) -> Settings:
                     confirm_seconds=args.confirm_seconds, compile_timeout=args.compile_timeout,
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
                     top=args.top, spec=args.spec, spec_library=args.spec_library,
-                    base_flags=args.base_flags, rewrites=rewrite_names(args.rewrites),
+                    base_flags=args.base_flags, rewrites=names("--rewrites", args.rewrites, "a rewrite",
+                                   [r.name for r in rewrites.REWRITES]),
+                    runtimes=names("--runtimes", args.runtimes, "a runtime",
+                                   list(final.RUNTIME_NAMES)),
                     list_only=args.list, timing_source=args.timing_source,
                     calibration=args.calibration, store=args.store,
                     command=options.command_line(), inputs=args.inputs)
 
 
-def rewrite_names(given: str | None) -> tuple[str, ...] | None:
-    """--rewrites as the names it allows (None: all of them)."""
+def names(option: str, given: str | None, what: str, known: list[str]) -> tuple[str, ...] | None:
+    """`NAME[,NAME]|all|none` as the names it allows of `known` (None: all of them)."""
     if given is None or given == "all":
         return None
     if given == "none":
         return ()
-    names = tuple(n.strip() for n in given.split(",") if n.strip())
-    known = [r.name for r in rewrites.REWRITES]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise UserError(f"--rewrites {given}: not a rewrite ({', '.join(unknown) or 'none named'}); "
+    chosen = tuple(n.strip() for n in given.split(",") if n.strip())
+    unknown = [n for n in chosen if n not in known]
+    if unknown or not chosen:
+        raise UserError(f"{option} {given}: not {what} ({', '.join(unknown) or 'none named'}); "
                         f"give all, none, or of: {', '.join(known)}")
-    return names
+    return chosen
 
 
 def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:

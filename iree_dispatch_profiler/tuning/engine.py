@@ -80,6 +80,7 @@ class Settings:
     spec_library: bool = False  # --spec holds entries for other models' ops too
     base_flags: str | None = None  # --model: tune under these flags instead of searching them
     rewrites: tuple[str, ...] | None = None  # --model: the source rewrites it may adopt (None: all)
+    runtimes: tuple[str, ...] | None = None  # --model: the runtimes timed beside (None: all)
     list_only: bool = False
     timing_source: str = DEFAULT_SOURCE
     calibration: str = "full"  # measure.calibration's level, or off

@@ -44,6 +44,8 @@ class Runtime:
 
 BATCH_RUNTIME = "SCHED_BATCH"
 UNPINNED_RUNTIME = "unpinned workers"
+# --runtimes' names for the ways beyond the tuner's own
+RUNTIME_NAMES = {"sched-batch": BATCH_RUNTIME, "unpinned": UNPINNED_RUNTIME, "local-sync": LOCAL_SYNC}
 
 
 def unpinned_workers() -> tuple[str, ...]:
@@ -188,10 +190,10 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        if tuner.rewrite else "", list(tuner.source_flags))
 
 
-def runtimes(device: str) -> list[Runtime]:
+def runtimes(device: str, allowed: tuple[str, ...] | None = None) -> list[Runtime]:
     """The ways the shipped call is timed: as the tuner ran it, under SCHED_BATCH where this
     OS has it, and where the tuner ran local-task, with its workers unpinned and on
-    local-sync."""
+    local-sync; of those beyond the first, the `allowed` (RUNTIME_NAMES; None: all)."""
     found = [Runtime(DEFAULT, device)]
     if process.can_schedule(process.BATCH):
         found.append(Runtime(BATCH_RUNTIME, device, process.BATCH))
@@ -209,7 +211,10 @@ def runtimes(device: str) -> list[Runtime]:
         # local-task; a GPT-2 decode step (0.78 -> 1.57 ms) and an encoder block (1.43 -> 2.60
         # ms) lost (Zen 4, 2 cores).
         found.append(Runtime(LOCAL_SYNC, LOCAL_SYNC))
-    return found
+    if allowed is None:
+        return found
+    kept = {RUNTIME_NAMES[name] for name in allowed}
+    return [found[0], *(way for way in found[1:] if way.name in kept)]
 
 
 def time_runtimes(tuner: ModelTuner, result: ModelResult) -> ModelResult:
@@ -220,7 +225,9 @@ def time_runtimes(tuner: ModelTuner, result: ModelResult) -> ModelResult:
         return result
     shipped = result.answer and result.outputs_ok and tuner.s.paths.answer_build.is_file()
     vmfb = tuner.s.paths.answer_build if shipped else tuner.iree_default.vmfb
-    ways = runtimes(tuner.device)
+    ways = runtimes(tuner.device, tuner.s.runtimes)
+    if len(ways) == 1:  # none beside the tuner's own: nothing to compare
+        return result
     benches = [tuner.timers.benchmark(vmfb, tuner.function, r.device,
                                       tuner.inputs[tuner.function].flags,
                                       flags=[*tuner.run_flags, *r.flags],
