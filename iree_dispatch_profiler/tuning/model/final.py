@@ -221,13 +221,12 @@ def time_runtimes(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     """The result with the whole call of what it ships (IREE's default where it ships
     nothing) timed each way of `runtimes` against the tuner's own, interleaved: levers of the
     runtime (verdict.WHY_FASTER says why each can gain)."""
-    if tuner.runner not in (None, process.run):
+    ways = runtimes(tuner.device, tuner.s.runtimes)
+    # timed on this machine only, and only beside another way (--runtimes none: none)
+    if tuner.runner not in (None, process.run) or len(ways) == 1:
         return result
     shipped = result.answer and result.outputs_ok and tuner.s.paths.answer_build.is_file()
     vmfb = tuner.s.paths.answer_build if shipped else tuner.iree_default.vmfb
-    ways = runtimes(tuner.device, tuner.s.runtimes)
-    if len(ways) == 1:  # none beside the tuner's own: nothing to compare
-        return result
     benches = [tuner.timers.benchmark(vmfb, tuner.function, r.device,
                                       tuner.inputs[tuner.function].flags,
                                       flags=[*tuner.run_flags, *r.flags],
