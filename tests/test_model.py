@@ -587,6 +587,19 @@ def test_an_attention_mask_beside_the_ids_is_drawn_as_ones(tools, tmp_path):
     assert finite == {"ones": True, "as other integers": False}
 
 
+def test_a_padding_mask_that_ones_make_nan_is_drawn_again_as_zeros():
+    """nn.MultiheadAttention's key_padding_mask (True: a padded key, ignored): drawn as ones it
+    masks every key and IREE's default gives NaN, said; drawn as zeros the model runs."""
+    result = run_script("autotune.py", "--input", DATA / "padded_ids_torch.mlir", "--model",
+                        "--list", *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    inputs = [line for line in result.stdout.splitlines() if line.startswith("Inputs of main: ")]
+    assert len(inputs) == 2, result.stdout
+    assert "argument 1 (1x8xi1) all ones" in inputs[0]
+    assert "argument 1 (1x8xi1) all zeros" in inputs[1]
+    assert "IREE's default gives NaN/inf on them (output 0 has 128 NaN/inf" in result.stdout
+
+
 def test_a_language_model_tunes_on_valid_ids_and_its_answer_runs(tools, tmp_path):
     """Without --inputs the ids are drawn inside the table: no candidate is called wrong for
     reading garbage; the answer is verified, and X_compile.sh builds what was timed."""

@@ -393,7 +393,7 @@ def masks(signature: Signature, bounds: dict[int, int]) -> set[int]:
     """Integer or boolean arguments shaped as one that indexes (the ids) and not indexing
     themselves: the attention mask a tokenizer gives beside the ids. Drawn as ones, an
     unpadded batch: BERT's export adds (1 - mask) x the float minimum to its scores, and a
-    mask of 4 makes that +inf."""
+    mask of 4 makes that +inf; or as zeros (MASK_VALUES)."""
     shapes = {signature.arguments[i].shape for i in bounds}
     return {i for i, a in enumerate(signature.arguments) if i not in bounds and a.shape in shapes
             and (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_)}
@@ -402,6 +402,12 @@ def masks(signature: Signature, bounds: dict[int, int]) -> set[int]:
 # How random_inputs draws an argument (draws)
 MASK, DISTINCT, INDEX, COIN, SMALL, UNIT = ("mask", "distinct", "index", "coin", "small",
                                             "unit")
+# A mask's unpadded batch under each convention, in the order to try them: a tokenizer's
+# attention mask (1: a token to attend to), then PyTorch's key_padding_mask (True: a padded key,
+# ignored), where all ones masks every key and the softmax gives NaN
+MASK_VALUES = {1: "all ones: shaped as the ids, an attention mask (1: attend)",
+               0: "all zeros: shaped as the ids, a padding mask (True: padded, as PyTorch's "
+                  "key_padding_mask)"}
 
 
 def draws(signature: Signature, bounds: dict[int, int]) -> list[str]:
@@ -428,16 +434,16 @@ def unbounded_integers(signature: Signature, bounds: dict[int, int]) -> list[int
     return [i for i, kind in enumerate(draws(signature, bounds)) if kind == SMALL]
 
 
-def random_inputs(signature: Signature, seed: int,
-                  bounds: dict[int, int] | None = None) -> list[np.ndarray]:
-    """Each argument drawn as `draws` says, cast to its type."""
+def random_inputs(signature: Signature, seed: int, bounds: dict[int, int] | None = None,
+                  mask: int = 1) -> list[np.ndarray]:
+    """Each argument drawn as `draws` says, cast to its type; a mask all `mask`."""
     bounds = bounds or {}
     rng = np.random.default_rng(seed)
     require_static(signature)
     arrays = []
     for i, (argument, kind) in enumerate(zip(signature.arguments, draws(signature, bounds))):
         if kind == MASK:
-            drawn = np.ones(argument.shape)
+            drawn = np.full(argument.shape, mask)
         elif kind == DISTINCT:
             drawn = rng.choice(bounds[i], size=argument.shape, replace=False)
         elif kind == INDEX:
@@ -452,9 +458,10 @@ def random_inputs(signature: Signature, seed: int,
     return arrays
 
 
-def describe_random(signature: Signature, seed: int, bounds: dict[int, int]) -> str:
+def describe_random(signature: Signature, seed: int, bounds: dict[int, int],
+                    mask: int = 1) -> str:
     """How random_inputs made the inputs, in words."""
-    words = {MASK: "all ones: shaped as the ids, an attention mask", COIN: "random true/false",
+    words = {MASK: MASK_VALUES[mask], COIN: "random true/false",
              SMALL: "uniform in [-4, 4]", UNIT: "uniform in [0, 1)"}
     parts = []
     for i, (argument, kind) in enumerate(zip(signature.arguments, draws(signature, bounds))):

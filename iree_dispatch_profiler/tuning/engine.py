@@ -390,22 +390,28 @@ class Tuner:
             raise UserError(f"function {function} is private: autotune.py runs public functions")
         unbounded = ""  # integer arguments drawn in [-4, 4], which may be what failed
         if self.s.inputs is not None:
-            made = modules.given_inputs(self.s.inputs, signature)
+            tries = iter([modules.given_inputs(self.s.inputs, signature)])
         else:
             bounds = modules.index_bounds(self.signature_source(), function)
             if drawn := modules.unbounded_integers(signature, bounds):
                 unbounded = (f" (integer argument(s) {', '.join(map(str, drawn))} drawn in "
                              "[-4, 4]: give the values they take with --inputs)")
-            made = modules.save_inputs(modules.random_inputs(signature, self.s.seed, bounds),
-                                       self.work, function,
-                                       modules.describe_random(signature, self.s.seed, bounds))
-        self.inputs[function] = made
-        self.log(f"Inputs of {function}: {made.about}")
-        outputs, reason = self.run(self.default, function)
-        if reason:
-            raise UserError(f"the module compiled with IREE's defaults fails to run {function}: "
-                            f"{reason}{unbounded}")
-        bad = non_finite(outputs)
+            # a mask under one convention, then the other where the first gives NaN/inf
+            values = list(modules.MASK_VALUES) if modules.masks(signature, bounds) else [1]
+            tries = (modules.save_inputs(  # lazily: each overwrites the files of the last
+                modules.random_inputs(signature, self.s.seed, bounds, mask), self.work, function,
+                modules.describe_random(signature, self.s.seed, bounds, mask)) for mask in values)
+        for made in tries:
+            self.inputs[function] = made
+            self.log(f"Inputs of {function}: {made.about}")
+            outputs, reason = self.run(self.default, function)
+            if reason:
+                raise UserError(f"the module compiled with IREE's defaults fails to run "
+                                f"{function}: {reason}{unbounded}")
+            bad = non_finite(outputs)
+            if not bad:
+                break
+            self.log(f"  IREE's default gives NaN/inf on them ({bad})")
         if bad:
             raise UserError(f"IREE's default gives NaN/inf on these inputs of {function} ({bad}): "
                             "an input problem, not a verdict on any candidate; give the inputs "

@@ -437,6 +437,20 @@ class MaskedIds(torch.nn.Module):
         return torch.softmax(x @ x.transpose(1, 2) + blocked, -1) @ x
 
 
+class PaddedIds(torch.nn.Module):
+    """Token ids and a padding mask as PyTorch's own attention takes it (nn.MultiheadAttention's
+    key_padding_mask: True, a padded key, ignored): all True masks every key, and NaN."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(64, 16)
+        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, ids, padded):
+        x = self.tokens(ids)
+        return self.attention(x, x, x, key_padding_mask=padded, need_weights=False)[0]
+
+
 def export_indexed_inputs(path: Path) -> None:
     torch.manual_seed(0)
     args = (torch.randint(0, 50, (1, 8)), torch.arange(8).unsqueeze(0),
@@ -446,6 +460,8 @@ def export_indexed_inputs(path: Path) -> None:
     ids = torch.randint(0, 64, (1, 8))
     masked = aot.export(MaskedIds().eval(), args=(ids, torch.ones_like(ids)))
     path.with_name("masked_ids_torch.mlir").write_text(str(masked.mlir_module))
+    padded = aot.export(PaddedIds().eval(), args=(ids, torch.zeros_like(ids, dtype=torch.bool)))
+    path.with_name("padded_ids_torch.mlir").write_text(str(padded.mlir_module))
 
 
 def export_language_model(path: Path, vocab: int = 96, dim: int = 32, heads: int = 2,
