@@ -194,3 +194,19 @@ def test_a_torch_model_with_token_ids_and_parameters_is_compared(tmp_path):
     assert "agreement dt vs base, output 0" in result.stdout
     ids = np.load(tmp_path / "r_input0.npy")
     assert ids.dtype == np.int64 and 0 <= ids.min() and ids.max() < 96
+
+
+def test_a_baseline_that_gives_nan_is_said_to_check_nothing(tmp_path):
+    """nn.MultiheadAttention's padding mask drawn all ones masks every key: every variant gives
+    NaN, NaN agrees with NaN, and the run says the agreement checks nothing there."""
+    result = run_script("compare.py", "--calibration=off", "--input", "tests/data/padded_ids_torch.mlir",
+                        "--variant", "base=", "--variant", "same=", "--random-inputs", "0",
+                        "--time-budget", "1")
+    assert "argument 1 (1x8xi1) all ones" in result.stdout, result.stdout + result.stderr
+    assert ("the baseline base gives NaN/inf on these inputs (output 0 has 128 NaN/inf of 128 "
+            "elements): agreement with it checks nothing there") in result.stdout
+    finite = run_script("compare.py", "--calibration=off", "--input", "tests/data/tiny_lm_torch.mlir",
+                        "--parameters", "model=tests/data/tiny_lm_torch.irpa", "--variant", "base=",
+                        "--variant", "same=", "--random-inputs", "0", "--time-budget", "1")
+    assert finite.returncode == 0 and "agreement same vs base" in finite.stdout, finite.stderr
+    assert "checks nothing" not in finite.stdout

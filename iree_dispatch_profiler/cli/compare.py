@@ -129,6 +129,7 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     variants = comparison.module_variants(
         tools, target, device, args.input, signature, args.variant, inputs, run_flags, work,
         args.compile_timeout, args.run_timeout, args.timers, args.timing == "invocation")
+    notes += comparison.baseline_notes(variants)
     references = None
     if args.reference is not None:
         references = comparison.load_references(args.reference)

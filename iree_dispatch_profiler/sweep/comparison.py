@@ -27,7 +27,7 @@ from iree_dispatch_profiler.sweep.performance_report import (MACHINE_STATE,
 from iree_dispatch_profiler.measure.calibration import (MachineState, band, comparable, shifts,
                                                         span, within_session)
 from iree_dispatch_profiler.measure.protocol import Candidate, Measurement, Protocol, measure
-from iree_dispatch_profiler.measure.verification import ReferenceCache, agreement
+from iree_dispatch_profiler.measure.verification import ReferenceCache, agreement, non_finite
 
 
 @dataclass
@@ -113,6 +113,17 @@ def module_variants(tools: IreeTools, target: Target, device: str, source: Path,
         variant.benchmark = timers.benchmark(vmfb, signature.name, device, inputs, flags=run_flags,
                                              timeout=run_timeout, whole_call=whole_call)
     return prepared
+
+
+def baseline_notes(variants: list[Variant]) -> list[str]:
+    """A note where the baseline's outputs hold NaN or inf: NaN agrees with NaN, so the other
+    variants' agreement with it checks nothing there (random inputs a model does not take: a
+    padding mask drawn all ones masks every key)."""
+    baseline = variants[0] if variants else None
+    if baseline is None or not baseline.outputs or not (bad := non_finite(baseline.outputs)):
+        return []
+    return [f"the baseline {baseline.name} gives NaN/inf on these inputs ({bad}): agreement "
+            "with it checks nothing there; give the inputs the function takes with --inputs"]
 
 
 def load_references(paths: list[Path]) -> list[np.ndarray]:
