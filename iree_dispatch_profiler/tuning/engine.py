@@ -382,7 +382,8 @@ class Tuner:
 
     def prepare_function(self, function: str) -> None:
         """The function's inputs (--inputs, or seeded random ones saved as .npy, index
-        arguments valid) and IREE's default outputs on them, which must be finite."""
+        arguments valid, a mask drawn again as zeros where ones give NaN/inf) and IREE's
+        default outputs on them, which must be finite."""
         if function in self.expected:
             return
         signature = self.signatures.get(function)
