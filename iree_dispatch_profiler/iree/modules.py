@@ -474,6 +474,13 @@ def describe_random(signature: Signature, seed: int, bounds: dict[int, int],
     return f"seeded random inputs (seed {seed}): " + ("; ".join(parts) or "no arguments")
 
 
+def draw_inputs(signature: Signature, seed: int, bounds: dict[int, int], folder: Path, stem: str,
+                mask: int = 1) -> Inputs:
+    """random_inputs saved as .npy (`folder/<stem>_input<i>.npy`), said as describe_random."""
+    return save_inputs(random_inputs(signature, seed, bounds, mask), folder, stem,
+                       describe_random(signature, seed, bounds, mask))
+
+
 def save_inputs(arrays: list[np.ndarray], folder: Path, stem: str, about: str) -> Inputs:
     folder.mkdir(parents=True, exist_ok=True)
     paths = tuple(folder / f"{stem}_input{i}.npy" for i in range(len(arrays)))

@@ -73,8 +73,7 @@ def module_inputs(signature: modules.Signature, given: list[Path] | None, seed: 
     if given is not None:
         return modules.given_inputs(given, signature).flags, []
     if seed is not None:
-        made = modules.save_inputs(modules.random_inputs(signature, seed, bounds), folder, stem,
-                                   modules.describe_random(signature, seed, bounds))
+        made = modules.draw_inputs(signature, seed, bounds, folder, stem)
         return made.flags, [f"{made.about}: " + " ".join(map(str, made.paths))]
     if signature.arguments:
         raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs: give "
@@ -119,10 +118,9 @@ def baseline_notes(variants: list[Variant]) -> list[str]:
     """A note where the baseline's outputs hold NaN or inf: NaN agrees with NaN, so the other
     variants' agreement with it checks nothing there (random inputs a model does not take: a
     padding mask drawn all ones masks every key)."""
-    baseline = variants[0] if variants else None
-    if baseline is None or not baseline.outputs or not (bad := non_finite(baseline.outputs)):
+    if not variants or not (bad := non_finite(variants[0].outputs)):
         return []
-    return [f"the baseline {baseline.name} gives NaN/inf on these inputs ({bad}): agreement "
+    return [f"the baseline {variants[0].name} gives NaN/inf on these inputs ({bad}): agreement "
             "with it checks nothing there; give the inputs the function takes with --inputs"]
 
 

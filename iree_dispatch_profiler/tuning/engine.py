@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -391,7 +391,7 @@ class Tuner:
             raise UserError(f"function {function} is private: autotune.py runs public functions")
         unbounded = ""  # integer arguments drawn in [-4, 4], which may be what failed
         if self.s.inputs is not None:
-            tries = iter([modules.given_inputs(self.s.inputs, signature)])
+            tries: Iterable[modules.Inputs] = [modules.given_inputs(self.s.inputs, signature)]
         else:
             bounds = modules.index_bounds(self.signature_source(), function)
             if drawn := modules.unbounded_integers(signature, bounds):
@@ -399,9 +399,9 @@ class Tuner:
                              "[-4, 4]: give the values they take with --inputs)")
             # a mask under one convention, then the other where the first gives NaN/inf
             values = list(modules.MASK_VALUES) if modules.masks(signature, bounds) else [1]
-            tries = (modules.save_inputs(  # lazily: each overwrites the files of the last
-                modules.random_inputs(signature, self.s.seed, bounds, mask), self.work, function,
-                modules.describe_random(signature, self.s.seed, bounds, mask)) for mask in values)
+            # lazily: each draw overwrites the files of the last
+            tries = (modules.draw_inputs(signature, self.s.seed, bounds, self.work, function, mask)
+                     for mask in values)
         for made in tries:
             self.inputs[function] = made
             self.log(f"Inputs of {function}: {made.about}")
