@@ -2300,3 +2300,105 @@ def test_rational_erf_gives_gelu_within_its_bound_and_a_wrong_coefficient_does_n
               flags=(f"--iree-hal-dump-executable-files-to={files}",))
         assembly = "".join(path.read_text() for path in files.glob("*.s"))
         assert fma in assembly and not re.search(r"\b(callq?|bl)\s+fmaf", assembly), cpu
+
+
+def int_matmul(m: int = 8, k: int = 64, n: int = 16, source: str = "i8", wide: str = "i32",
+               out: str = "i64", extend: str = "arith.extsi", zero: int = 0,
+               batch: int = 0, shared: bool = False) -> str:
+    """torch-mlir's `x.to(torch.int32) @ w.to(torch.int32)`: each operand widened by a
+    generic, a matmul (a batch matmul with `batch`; with `shared`, of a KxN B widened and then
+    broadcast to every batch, a Linear's weight) from zeros into `out`."""
+    lead = f"{batch}x" if batch else ""
+    a, b, c = (f"{lead}{m}x{k}", f"{lead}{k}x{n}", f"{lead}{m}x{n}")
+    op = "linalg.batch_matmul" if batch else "linalg.matmul"
+
+    def widened(name: str, shape: str) -> str:
+        dims = ", ".join(f"d{i}" for i in range(shape.count("x") + 1))
+        return f"""
+  %{name}_empty = tensor.empty() : tensor<{shape}x{wide}>
+  %{name}_w = linalg.generic {{indexing_maps = [affine_map<({dims}) -> ({dims})>,
+      affine_map<({dims}) -> ({dims})>], iterator_types = [{', '.join(['"parallel"'] * (shape.count("x") + 1))}]}}
+      ins(%{name} : tensor<{shape}x{source}>) outs(%{name}_empty : tensor<{shape}x{wide}>) {{
+  ^bb0(%in: {source}, %o: {wide}):
+    %e = {extend} %in : {source} to {wide}
+    linalg.yield %e : {wide}
+  }} -> tensor<{shape}x{wide}>"""
+    if not shared:
+        return f"""func.func @main(%a: tensor<{a}x{source}>, %b: tensor<{b}x{source}>) -> tensor<{c}x{out}> {{
+  {widened("a", a)}
+  {widened("b", b)}""" + int_product(a, b, c, wide, out, op, zero)
+    return f"""func.func @main(%a: tensor<{a}x{source}>, %m: tensor<{k}x{n}x{source}>) -> tensor<{c}x{out}> {{
+  {widened("a", a)}
+  {widened("m", f"{k}x{n}")}
+  %b_empty = tensor.empty() : tensor<{b}x{wide}>
+  %b_w = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2)>,
+      affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}}
+      ins(%m_w : tensor<{k}x{n}x{wide}>) outs(%b_empty : tensor<{b}x{wide}>) {{
+  ^bb0(%in: {wide}, %o: {wide}):
+    linalg.yield %in : {wide}
+  }} -> tensor<{b}x{wide}>""" + int_product(a, b, c, wide, out, op, zero)
+
+
+def int_product(a: str, b: str, c: str, wide: str, out: str, op: str, zero: int) -> str:
+    return f"""
+
+  %zero = arith.constant {zero} : {out}
+  %empty = tensor.empty() : tensor<{c}x{out}>
+  %init = linalg.fill ins(%zero : {out}) outs(%empty : tensor<{c}x{out}>) -> tensor<{c}x{out}>
+  %p = {op} ins(%a_w, %b_w : tensor<{a}x{wide}>, tensor<{b}x{wide}>) outs(%init : tensor<{c}x{out}>) -> tensor<{c}x{out}>
+  return %p : tensor<{c}x{out}>
+}}
+"""
+
+
+def test_narrow_int_matmuls_takes_sign_extended_i8_products_summed_exactly_only():
+    """An i8 matmul widened to i32 or i64 (torch-mlir's i64 sums of int32 tensors), and a batch
+    matmul (also of a weight broadcast to every batch), become i8 x i8 -> i32 (widened after into i64); zero-extended or i16 operands, an
+    accumulator not from zeros, and i64 sums over a depth whose i32 sums could overflow are
+    left alone."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    for text, out in ((int_matmul(), "i64"), (int_matmul(wide="i64"), "i64"),
+                      (int_matmul(out="i32"), "i32"), (int_matmul(batch=3), "i64"),
+                      (int_matmul(batch=3, shared=True), "i64")):
+        rewritten, count = rewrites.narrow_int_matmuls(text)
+        assert count == 1, text
+        assert re.search(r"matmul ins\(%arg0, %[a-z0-9]+ : tensor<[0-9x]+xi8>, tensor<[0-9x]+xi8>\) "
+                         r"outs\(%[0-9]+ : tensor<[0-9x]+xi32>\)", rewritten), rewritten
+        assert (f"arith.extsi %in : i32 to {out}" in rewritten) == (out == "i64")
+    deep = rewrites.NARROW_MAX_DEPTH + 1
+    for text in (int_matmul(extend="arith.extui"), int_matmul(source="i16"),
+                 int_matmul(zero=1), int_matmul(m=1, k=deep, n=1),
+                 int_matmul(m=1, k=deep, n=1, wide="i64")):
+        assert rewrites.narrow_int_matmuls(text) == (text, 0)
+    assert rewrites.narrow_int_matmuls(int_matmul(m=1, k=deep - 1, n=1))[1] == 1
+    assert rewrites.narrow_int_matmuls(int_matmul(m=1, k=deep, n=1, out="i32"))[1] == 1
+
+
+@pytest.mark.iree
+def test_narrow_int_matmuls_give_numpys_integer_products_and_unsigned_ones_do_not(tools, tmp_path):
+    """IREE runs the rewritten matmul (and batch matmuls) to numpy's exact i64 products of i8
+    values across the whole range; with the i32 sums widened as unsigned (the slip a wrong
+    rewrite could make), they differ."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+
+    rng = np.random.default_rng(0)
+    for batch, shared in ((0, False), (2, False), (2, True)):
+        lead = (batch,) if batch and not shared else ()
+        a = rng.integers(-128, 128, size=(*((batch,) if batch else ()), 8, 64), dtype=np.int8)
+        b = rng.integers(-128, 128, size=(*lead, 64, 16), dtype=np.int8)
+        wanted = a.astype(np.int64) @ b.astype(np.int64)
+        text, count = rewrites.narrow_int_matmuls(int_matmul(batch=batch, shared=shared))
+        assert count == 1
+        wrong = text.replace("arith.extsi %in : i32 to i64", "arith.extui %in : i32 to i64")
+        assert wrong != text
+        for name, source in (("rewritten", text), ("wrong", wrong)):
+            stem = f"{name}{batch}{shared}"
+            output = tmp_path / f"{stem}.npy"
+            ran = run_module(tools, build(tools, source, tmp_path / stem), "main",
+                             "local-task", saved(tmp_path, [a, b], f"in{stem}_"), [output], 300)
+            assert ran.ok, ran.reason
+            got = np.load(output)
+            assert got.dtype == np.int64
+            assert np.array_equal(got, wanted) == (name == "rewritten"), name

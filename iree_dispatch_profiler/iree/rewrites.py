@@ -124,7 +124,13 @@ evaluates the index computation over every loop index to know the factors (1x128
 2.3-3.2 -> 0.87-0.97 ms, Zen 4, one session). The fifteenth, rational_erf, writes the f32 erf
 of PyTorch's exact GELU as one rational function (ERF_NUMERATOR): IREE's approximation selects
 each coefficient of three pieces, and a Whisper-tiny stem's unpack + GELU dispatch took 3.27 ms
-with it, 2.55 ms rewritten, 1.72 ms with no erf at all (Zen 3)."""
+with it, 2.55 ms rewritten, 1.72 ms with no erf at all (Zen 3). The sixteenth,
+narrow_int_matmuls, takes the integer matmul of a model quantized by hand: CPU PyTorch has no
+int8 matmul, so `x.to(torch.int32) @ w.to(torch.int32)` is written, and torch-mlir sums those
+widened copies in i64, which IREE runs with no microkernel (and the tuner takes no i64). The
+i8 x i8 -> i32 matmul of the sources gives the same sums wherever they fit i32, which the
+depth bounds (NARROW_MAX_DEPTH); it is widened after, and IREE folds that into the i32 the
+model truncates to."""
 from __future__ import annotations
 
 import itertools
@@ -289,7 +295,9 @@ def _generic(inputs: list, maps: list, init, reductions: int, combine) -> Any:
     block = generic.regions[0].blocks.append(
         *[ir.RankedTensorType(v.type).element_type for v in inputs], element)
     with ir.InsertionPoint(block):
-        args = [a if a.type == element else arith.extf(element, a) for a in block.arguments[:-1]]
+        args = [a if a.type == element else arith.extsi(element, a)
+                if isinstance(element, ir.IntegerType) else arith.extf(element, a)
+                for a in block.arguments[:-1]]
         linalg.YieldOp([combine(args, block.arguments[-1])])
     return generic
 
@@ -1797,6 +1805,105 @@ def global_pool(text: str) -> tuple[str, int]:
     return _rewrite(text, _pool_takes, _pool_in_place)
 
 
+# An i8 x i8 product is at most 2^14 in magnitude: a sum of this many of them fits i32
+NARROW_MAX_DEPTH = (2**31 - 1) // 2**14
+# The contractions narrow_int_matmuls takes, with the map of A whose last dim is the depth
+NARROW_A_MAPS = {"linalg.matmul": "(d0, d2)", "linalg.batch_matmul": "(d0, d1, d3)"}
+
+
+def _sign_extended_i8(value):
+    """The i8 tensor that `value` sign-extends elementwise (torch-mlir's `.to(torch.int32)`: a
+    linalg.generic of identity maps whose body is one arith.extsi of its input), or None."""
+    from iree.compiler import ir
+
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "linalg.generic" or len(owner.operands) != 2:
+        return None
+    source = owner.operands[0]
+    identity = "(" + ", ".join(f"d{i}" for i in range(ir.RankedTensorType(value.type).rank)) + ")"
+    body = list(owner.regions[0].blocks[0].operations)
+    if (str(ir.RankedTensorType(source.type).element_type) != "i8"
+            or set(_map_results(owner)) != {identity} or len(body) != 2
+            or body[0].name != "arith.extsi" or body[0].operands[0] != owner.regions[0].blocks[0].arguments[0]
+            or body[1].operands[0] != body[0].results[0]):
+        return None
+    return source
+
+
+def _narrow_b(b):
+    """The i8 tensor a matmul's B sign-extends, or the i8 matrix that a batch matmul's B
+    broadcasts to every batch widened (a Linear's weight on a batch of sequences), or None."""
+    matrix = _unbatched(b)
+    return _sign_extended_i8(b) or (_sign_extended_i8(matrix) if matrix is not None else None)
+
+
+def _zero_filled(value) -> bool:
+    """Whether `value` is a linalg.fill of the integer zero."""
+    from iree.compiler import ir
+
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "linalg.fill":
+        return False
+    scalar = owner.operands[0].owner
+    return (not isinstance(scalar, ir.Block) and scalar.name == "arith.constant"
+            and isinstance(scalar.attributes["value"], ir.IntegerAttr)
+            and ir.IntegerAttr(scalar.attributes["value"]).value == 0)
+
+
+def _narrow_takes(op) -> bool:
+    """A matmul or batch matmul of static i8 tensors each sign-extended to i32 or i64 (B also
+    broadcast, _narrow_b), from zero, into i32, or into i64 over a depth whose sums fit i32 (so i32 sums are exact)."""
+    from iree.compiler import ir
+
+    if op.name not in NARROW_A_MAPS or len(op.operands) != 3 or not _static_integer(op):
+        return False
+    a, b, init = op.operands
+    result = ir.RankedTensorType(init.type).element_type
+    depth = ir.RankedTensorType(a.type).shape[-1]
+    return (_map_results(op)[0] == NARROW_A_MAPS[op.name]
+            and _sign_extended_i8(a) is not None and _narrow_b(b) is not None
+            and _zero_filled(init) and str(result) in ("i32", "i64")
+            and (str(result) == "i32" or depth <= NARROW_MAX_DEPTH))
+
+
+def _static_integer(op) -> bool:
+    from iree.compiler import ir
+
+    types = [ir.RankedTensorType(v.type) for v in op.operands]
+    return all(t.has_static_shape and isinstance(t.element_type, ir.IntegerType) for t in types)
+
+
+def _narrow_matmul(op) -> list:
+    """The same contraction of the i8 tensors, summed in i32 (IREE's i8 x i8 -> i32 matmul,
+    which data tiling runs on its microkernel), widened to the op's result type."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg, tensor
+
+    a, b, init = op.operands
+    out = ir.RankedTensorType(init.type)
+    i32 = ir.IntegerType.get_signless(32)
+    zeros = linalg.fill(arith.constant(i32, 0),
+                        outs=[tensor.EmptyOp(list(out.shape), i32).result])
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    contract = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
+    narrow_b = _narrow_b(b)
+    if ir.RankedTensorType(narrow_b.type).rank != ir.RankedTensorType(b.type).rank:
+        empty = tensor.EmptyOp(list(ir.RankedTensorType(b.type).shape),
+                               ir.RankedTensorType(narrow_b.type).element_type)
+        narrow_b = linalg.broadcast(narrow_b, outs=[empty.result], dimensions=[0])
+    product = contract(_sign_extended_i8(a), narrow_b, outs=[zeros], indexing_maps=maps)
+    if out.element_type == i32:
+        return [product]
+    identity = ir.AffineMap.get_identity(out.rank)
+    return [_generic([product], [identity, identity],
+                     tensor.EmptyOp(list(out.shape), out.element_type).result, 0,
+                     lambda args, _: args[0]).results[0]]
+
+
+def narrow_int_matmuls(text: str) -> tuple[str, int]:
+    return _rewrite(text, _narrow_takes, _narrow_matmul)
+
+
 # erf(x) for f32 as Eigen's and XLA's generic_fast_erf_float write it: x clamped to [-4, 4]
 # (erf is +-1 in f32 beyond), then x p(x^2) / q(x^2), odd numerator of 7 terms over an even
 # denominator of 5. Against float64 erf on 2M points of [-6, 6]: 4.4e-7 at most, absolute and
@@ -2216,6 +2323,11 @@ REWRITES = (
             "clamped input (Eigen's and XLA's f32 erf, within 4.4e-7): IREE's approximation "
             "picks each coefficient of three pieces with a select, 18 blends and 2 divisions a "
             "vector", rational_erf),
+    Rewrite("narrow_int_matmuls", "integer matmuls of i8 tensors sign-extended (PyTorch's "
+            "`x.to(torch.int32) @ w.to(torch.int32)`, as CPU PyTorch takes no int8 matmul) as "
+            "the i8 x i8 -> i32 matmul, widened after where its result is i64 (exact: the "
+            "depth is checked to keep the sums in i32): torch-mlir multiplies the widened "
+            "copies in i64, a type IREE has no microkernel for", narrow_int_matmuls),
     Rewrite("global_pool", "global pooling (PyTorch's adaptive pooling to 1x1) reading its "
             "input in place: torch-mlir's lowering gathers each element from a padded copy, "
             "which IREE runs as scalar code", global_pool),
