@@ -166,6 +166,7 @@ def test_compare_csv_output_in_a_new_folder_and_under_a_file(tmp_path):
     (["--model", "--runtimes", "local-sync,sync"], "--runtimes local-sync,sync: not a runtime (sync)"),
     (["--inputs", "missing.npy"], "--inputs: missing.npy does not exist"),
     (["--inputs", ","], "empty file name"),
+    (["--inputs", "8x8xq7"], "unknown element type q7 (known: f64, f32"),
 ])
 def test_autotune_checks_its_options_before_compiling(tmp_path, args, message):
     result = run_script("autotune.py", "--input", "tests/data/seed_matmul.mlir", "--output",

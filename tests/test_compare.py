@@ -92,15 +92,19 @@ def test_results_files_and_saved_random_inputs(comparison):
 
 
 def test_a_variant_that_does_not_compile_is_reported_and_the_others_compared(tmp_path):
+    """(The second input is given as a type: drawn at random there, the file beside it used.)"""
     (tmp_path / "mm.mlir").write_text(MATMUL)
     np.save(tmp_path / "a.npy", np.ones((512, 512), np.float32))
     result = run_script("compare.py", "--calibration=off", "--input", tmp_path / "mm.mlir", "--variant", "base=",
                         "--variant", "broken=--iree-no-such-flag",
-                        "--variant", "again=", "--inputs", f"@{tmp_path}/a.npy,@{tmp_path}/a.npy",
+                        "--variant", "again=", "--inputs", f"@{tmp_path}/a.npy,512x512xf32",
                         "--time-budget", "2", "--min-rounds", "3", "--work-dir", tmp_path / "work")
     assert result.returncode == 1, result.stderr
     assert "broken" in result.stdout and "FAILED" in result.stdout
     assert "again vs base" in result.stdout
+    assert (f"argument 0 (512x512xf32) given: {tmp_path}/a.npy; argument 1 (512x512xf32) uniform "
+            "in [0, 1)") in result.stdout
+    assert np.load(tmp_path / "work" / "random_input1.npy").shape == (512, 512)
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -108,6 +112,8 @@ def test_a_variant_that_does_not_compile_is_reported_and_the_others_compared(tmp
     (["--function", "nope", "--random-inputs", "0"], "has no public function nope"),
     (["--inputs", "@small.npy,@small.npy"], "expects 512x512xf32"),
     (["--random-inputs", "0", "--inputs", "@small.npy"], "not both"),
+    (["--inputs", "512x512xf32,4x4xf32"], "input 1 (4x4xf32): main expects 512x512xf32"),
+    (["--inputs", "@small.npy,512x512xf32"], "small.npy) is 4x4xfloat32; main expects 512x512xf32"),
 ])
 def test_user_errors_are_one_line(tmp_path, extra, message):
     (tmp_path / "mm.mlir").write_text(MATMUL)

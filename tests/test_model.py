@@ -689,9 +689,10 @@ def test_a_language_model_tunes_on_given_inputs(tmp_path):
 @pytest.mark.parametrize("given,message", [
     (["tiny_lm_torch_ids.npy"], "main takes 2 inputs, --inputs gives 1"),
     (["tiny_lm_torch_logits.npy", "tiny_lm_torch_mask.npy"], "main expects 1x32xi64"),
+    (["1x33xi64", "tiny_lm_torch_mask.npy"], "input 0 (1x33xi64): main expects 1x32xi64"),
 ])
 def test_inputs_that_do_not_fit_the_model_are_one_line_before_tuning(tmp_path, given, message):
-    paths = ",".join(str(LM.with_name(name)) for name in given)
+    paths = ",".join(str(LM.with_name(name)) if name.endswith(".npy") else name for name in given)
     result = run_script("autotune.py", "--calibration=off", *LM_RUN, "--output", tmp_path / "lm.csv", "--inputs", paths)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -792,9 +793,27 @@ def test_a_dynamic_batch_without_inputs_is_one_line_before_anything_runs(tmp_pat
                         tmp_path / "d.csv")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
-        "autotune.py: error: argument ?x256xf32 of main has a dynamic shape: give --inputs "
-        "(one .npy per argument: @a.npy,@b.npy) to set its size"]
+        "autotune.py: error: argument ?x256xf32 of main has a dynamic shape: give --inputs, one "
+        "item per argument: a .npy file (@a.npy) or a type to draw at random at (8x256xf32)"]
     assert "Machine state" not in result.stdout  # nothing calibrated or compiled first
+
+
+def test_a_dynamic_size_given_as_a_type_is_drawn_at_and_files_beside_it_are_used(tmp_path):
+    """--inputs 16x256xf32: the batch a dynamic model is tuned at, drawn at random there; the
+    weights given as files are used as they are."""
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, shape in enumerate([(512, 256), (512,), (256, 512), (256,)]):
+        paths.append(tmp_path / f"w{i}.npy")
+        np.save(paths[-1], rng.standard_normal(shape).astype(np.float32))
+    result = run_script("autotune.py", "--input", MLP_DYNAMIC, "--model", "--list", "--output",
+                        tmp_path / "d.csv", "--inputs",
+                        ",".join(["16x256xf32", *(f"@{p}" for p in paths)]), "--calibration=off")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ("Inputs of main: seeded random inputs (seed 0): argument 0 (16x256xf32) uniform in "
+            f"[0, 1); argument 1 (512x256xf32) given: {paths[0]}") in result.stdout
+    drawn = np.load(tmp_path / "d_work" / "main_input0.npy")
+    assert drawn.shape == (16, 256) and drawn.dtype == np.float32
 
 
 def test_a_dynamic_batch_model_is_searched_with_the_sets_of_its_ops(tmp_path):

@@ -153,7 +153,7 @@ def settings(args: argparse.Namespace) -> Settings:
             raise UserError(f"--spec {args.spec} does not exist")
         tuning_spec.read_entries(args.spec)
     for path in args.inputs or []:
-        if not path.is_file():
+        if isinstance(path, Path) and not path.is_file():
             raise UserError(f"--inputs: {path} does not exist")
     warnings = []
     if config and config.gpu:

@@ -101,6 +101,11 @@ def parser() -> options.ArgumentParser:
 Prepared = tuple[list[Variant], list[str], "list[np.ndarray] | None"]  # + notes, references
 
 
+def given_types(args) -> bool:
+    """Whether --inputs holds a type to draw inputs at."""
+    return any(isinstance(item, modules.TensorType) for item in args.inputs or [])
+
+
 def facts(tools: IreeTools, target, device: str, timing_source: str) -> dict:
     """The report header's facts: compare.py times on this machine."""
     here = Here()
@@ -122,7 +127,8 @@ def module_variants(args, tools: IreeTools, work: Path) -> Prepared:
     inputs, notes = comparison.module_inputs(
         signature, args.inputs, args.random_inputs, args.output.parent if args.output else work,
         args.output.stem if args.output else "random",
-        modules.index_bounds(lowered, signature.name) if args.random_inputs is not None else {})
+        modules.index_bounds(lowered, signature.name)
+        if args.random_inputs is not None or given_types(args) else {})
     device = options.runtime_device(args, target)
     args.facts = facts(tools, target, device, args.timing_source)
     args.calibrate = Calibration(tools, target, device, args.timers, True, args.calibration)
@@ -261,8 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = [name for name, _ in args.variant]
         if len(set(names)) != len(names):
             raise UserError(f"variant names repeat: {', '.join(names)}")
-        if args.inputs is not None and args.random_inputs is not None:
-            raise UserError("give --inputs or --random-inputs, not both")
+        if args.inputs is not None and args.random_inputs is not None and not given_types(args):
+            raise UserError("give --inputs files or --random-inputs, not both (--random-inputs "
+                            "seeds what is drawn at a type --inputs gives)")
     elif args.variant:
         raise UserError("--variant goes with --input; --dispatch compares generated configurations")
     work = args.work_dir or (args.output.parent if args.output else Path(".")) / "compare-work"

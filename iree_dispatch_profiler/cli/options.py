@@ -16,6 +16,7 @@ from iree_dispatch_profiler.core.values import (compile_patterns, parse_fraction
                                                 parse_size)
 from iree_dispatch_profiler.iree.builder import Builder
 from iree_dispatch_profiler.iree.dask_client import connect
+from iree_dispatch_profiler.iree import modules
 from iree_dispatch_profiler.iree.machines import Here, Remote
 from iree_dispatch_profiler.iree.compile_cache import CompileCache, default_dir
 from iree_dispatch_profiler.iree.tools import IreeTools
@@ -118,10 +119,19 @@ def parse_paths(text: str) -> list[Path]:
     return paths
 
 
+def parse_inputs(text: str) -> list[modules.InputItem]:
+    """`@a.npy,8x256xf32`: per argument a .npy file or a type to draw at random at."""
+    try:
+        return [modules.parse_input_item(item) for item in text.split(",")]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error} in '{text}'") from None
+
+
 def add_inputs(parser) -> None:
-    parser.add_argument("--inputs", type=parse_paths, default=None, metavar="@A.npy,@B.npy",
-                        help="one .npy per function argument, in order (checked against the "
-                             "function's types)")
+    parser.add_argument("--inputs", type=parse_inputs, default=None, metavar="@A.npy,8x256xf32",
+                        help="per function argument, in order: a .npy file, or a type to draw "
+                             "seeded random values at (how a dynamic size is set); checked "
+                             "against the function's types")
 
 
 def add_parameters(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -386,7 +386,48 @@ def require_static(signature: Signature) -> None:
     for argument in signature.arguments:
         if not argument.static:
             raise UserError(f"argument {argument} of {signature.name} has a dynamic shape: give "
-                            "--inputs (one .npy per argument: @a.npy,@b.npy) to set its size")
+                            "--inputs, one item per argument: a .npy file (@a.npy) or a type to "
+                            "draw at random at (8x256xf32)")
+
+
+# An --inputs item: a .npy file, or a static type to draw seeded random values at
+InputItem = Path | TensorType
+TYPE_ITEM = re.compile(r"((?:\d+x)*)([a-z]+\d+)")
+
+
+def parse_input_item(text: str) -> InputItem:
+    """`@a.npy` or `a.npy` (the @ as in IREE's tools is optional), or a type such as
+    `8x256xf32` (`f32` for a 0-d argument); ValueError for an empty name or an unknown element
+    type."""
+    text = text.strip()
+    if match := TYPE_ITEM.fullmatch(text):
+        dims, element = match.groups()
+        if element not in ELEMENT_TYPES:
+            raise ValueError(f"unknown element type {element} (known: {', '.join(ELEMENT_TYPES)})")
+        return TensorType(tuple(int(d) for d in dims.split("x") if d), element)
+    path = Path(text.removeprefix("@"))
+    if str(path) in ("", "."):
+        raise ValueError("empty file name")
+    return path
+
+
+def concrete(signature: Signature, items: list[InputItem]) -> Signature:
+    """The signature at the shapes --inputs gives (each file's array's, each type's), each
+    checked to fit its argument."""
+    if len(items) != len(signature.arguments):
+        raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs, "
+                        f"--inputs gives {len(items)}")
+    arguments = []
+    for i, (item, argument) in enumerate(zip(items, signature.arguments)):
+        if isinstance(item, TensorType):
+            if (item.element_type != argument.element_type or len(item.shape) != len(argument.shape)
+                    or any(d is not None and d != g for d, g in zip(argument.shape, item.shape))):
+                raise UserError(f"input {i} ({item}): {signature.name} expects {argument}")
+            arguments.append(item)
+        else:
+            array = load_input(item, i, argument, signature.name)
+            arguments.append(TensorType(array.shape, argument.element_type))
+    return Signature(signature.name, tuple(arguments), signature.results)
 
 
 def masks(signature: Signature, bounds: dict[int, int]) -> set[int]:
@@ -459,13 +500,15 @@ def random_inputs(signature: Signature, seed: int, bounds: dict[int, int] | None
 
 
 def describe_random(signature: Signature, seed: int, bounds: dict[int, int],
-                    mask: int = 1) -> str:
-    """How random_inputs made the inputs, in words."""
+                    mask: int = 1, files: dict[int, Path] | None = None) -> str:
+    """How random_inputs made the inputs, in words (those in `files` given as files)."""
     words = {MASK: MASK_VALUES[mask], COIN: "random true/false",
              SMALL: "uniform in [-4, 4]", UNIT: "uniform in [0, 1)"}
     parts = []
     for i, (argument, kind) in enumerate(zip(signature.arguments, draws(signature, bounds))):
-        if kind in (DISTINCT, INDEX):
+        if i in (files or {}):
+            parts.append(f"argument {i} ({argument}) given: {files[i]}")  # type: ignore[index]
+        elif kind in (DISTINCT, INDEX):
             repeats = " distinct" if kind == DISTINCT else ""
             parts.append(f"argument {i} ({argument}){repeats} in [0, {bounds[i]}): it "
                          f"indexes a dimension of {bounds[i]}")
@@ -475,10 +518,14 @@ def describe_random(signature: Signature, seed: int, bounds: dict[int, int],
 
 
 def draw_inputs(signature: Signature, seed: int, bounds: dict[int, int], folder: Path, stem: str,
-                mask: int = 1) -> Inputs:
-    """random_inputs saved as .npy (`folder/<stem>_input<i>.npy`), said as describe_random."""
-    return save_inputs(random_inputs(signature, seed, bounds, mask), folder, stem,
-                       describe_random(signature, seed, bounds, mask))
+                mask: int = 1, given: list[InputItem] | None = None) -> Inputs:
+    """random_inputs saved as .npy (`folder/<stem>_input<i>.npy`), said as describe_random; with
+    `given` (--inputs), at its types, its files used as they are."""
+    files = {i: item for i, item in enumerate(given or []) if isinstance(item, Path)}
+    signature = concrete(signature, given) if given else signature
+    drawn = random_inputs(signature, seed, bounds, mask)
+    made = save_inputs(drawn, folder, stem, describe_random(signature, seed, bounds, mask, files))
+    return Inputs(tuple(files.get(i, p) for i, p in enumerate(made.paths)), made.about)
 
 
 def save_inputs(arrays: list[np.ndarray], folder: Path, stem: str, about: str) -> Inputs:
@@ -490,32 +537,25 @@ def save_inputs(arrays: list[np.ndarray], folder: Path, stem: str, about: str) -
 
 
 def given_inputs(paths: list[Path], signature: Signature) -> Inputs:
-    """--inputs, each checked to exist and to fit its argument."""
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise UserError(f"input file {missing[0]} does not exist")
-    load_inputs(paths, signature)
+    """--inputs of files only, each checked to exist and to fit its argument."""
+    concrete(signature, list(paths))
     return Inputs(tuple(paths), "given with --inputs: " + " ".join(map(str, paths)))
 
 
-def load_inputs(paths: list[Path], signature: Signature) -> list[np.ndarray]:
-    """`.npy` inputs, checked against the function's arguments."""
-    if len(paths) != len(signature.arguments):
-        raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs, "
-                        f"--inputs gives {len(paths)}")
-    arrays = []
-    for i, (path, argument) in enumerate(zip(paths, signature.arguments)):
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as error:
-            raise UserError(f"cannot read input {path}: {error}") from None
-        if array.dtype.kind == "V" and array.dtype.itemsize == 2 and argument.element_type == "bf16":
-            array = array.view(ml_dtypes.bfloat16)  # .npy stores bf16 as 2 raw bytes
-        if not argument.matches(array):
-            raise UserError(f"input {i} ({path}) is {'x'.join(map(str, array.shape))}x"
-                            f"{array.dtype.name}; {signature.name} expects {argument}")
-        arrays.append(array)
-    return arrays
+def load_input(path: Path, i: int, argument: TensorType, function: str) -> np.ndarray:
+    """Input `i` from a `.npy` file, checked against its argument."""
+    if not path.is_file():
+        raise UserError(f"input file {path} does not exist")
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot read input {path}: {error}") from None
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and argument.element_type == "bf16":
+        array = array.view(ml_dtypes.bfloat16)  # .npy stores bf16 as 2 raw bytes
+    if not argument.matches(array):
+        raise UserError(f"input {i} ({path}) is {'x'.join(map(str, array.shape))}x"
+                        f"{array.dtype.name}; {function} expects {argument}")
+    return array
 
 
 def read_outputs(paths: list[Path], signature: Signature) -> list[np.ndarray]:

@@ -65,15 +65,18 @@ def split_variant(value: str, default_module: Path) -> tuple[Path, list[str]]:
     return module, flags
 
 
-def module_inputs(signature: modules.Signature, given: list[Path] | None, seed: int | None,
-                  folder: Path, stem: str, bounds: dict[int, int]) -> tuple[list[str], list[str]]:
+def module_inputs(signature: modules.Signature, given: list[modules.InputItem] | None,
+                  seed: int | None, folder: Path, stem: str, bounds: dict[int, int]
+                  ) -> tuple[list[str], list[str]]:
     """The --input values of the function's arguments (given .npy files, checked against the
-    signature, or seeded random ones saved as `folder/<stem>_input<i>.npy`, index arguments
-    within `bounds`), and notes."""
-    if given is not None:
-        return modules.given_inputs(given, signature).flags, []
-    if seed is not None:
-        made = modules.draw_inputs(signature, seed, bounds, folder, stem)
+    signature, or seeded random ones saved as `folder/<stem>_input<i>.npy`, at the types
+    `given` holds where it does (seed 0 unless `seed`), index arguments within `bounds`), and
+    notes."""
+    files = [item for item in given or [] if isinstance(item, Path)]
+    if given is not None and len(files) == len(given):
+        return modules.given_inputs(files, signature).flags, []
+    if seed is not None or given is not None:
+        made = modules.draw_inputs(signature, seed or 0, bounds, folder, stem, given=given)
         return made.flags, [f"{made.about}: " + " ".join(map(str, made.paths))]
     if signature.arguments:
         raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs: give "

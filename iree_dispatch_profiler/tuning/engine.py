@@ -86,7 +86,8 @@ class Settings:
     calibration: str = "full"  # measure.calibration's level, or off
     store: str | None = None  # the results store's URL (None: the default SQLite), or off
     command: str = ""  # the command line, for the reports
-    inputs: list[Path] | None = None  # --inputs: one .npy per argument of the tuned function
+    # --inputs: per argument of the tuned function a .npy file or a type to draw at random at
+    inputs: list[modules.InputItem] | None = None
 
     @property
     def paths(self) -> TuningPaths:
@@ -375,10 +376,9 @@ class Tuner:
         for function in dict.fromkeys(functions):
             if function not in self.signatures:
                 continue
-            if self.s.inputs is None:
-                modules.require_static(self.signatures[function])
-            else:
-                modules.given_inputs(self.s.inputs, self.signatures[function])
+            signature = self.signatures[function]
+            modules.require_static(modules.concrete(signature, self.s.inputs)
+                                   if self.s.inputs is not None else signature)
 
     def prepare_function(self, function: str) -> None:
         """The function's inputs (--inputs, or seeded random ones saved as .npy, index
@@ -390,18 +390,22 @@ class Tuner:
         if signature is None:
             raise UserError(f"function {function} is private: autotune.py runs public functions")
         unbounded = ""  # integer arguments drawn in [-4, 4], which may be what failed
-        if self.s.inputs is not None:
-            tries: Iterable[modules.Inputs] = [modules.given_inputs(self.s.inputs, signature)]
-        else:
+        given = self.s.inputs
+        files = [item for item in given or [] if isinstance(item, Path)]
+        if given is not None and len(files) == len(given):
+            tries: Iterable[modules.Inputs] = [modules.given_inputs(files, signature)]
+        else:  # drawn, at the types --inputs gives where it does
             bounds = modules.index_bounds(self.signature_source(), function)
-            if drawn := modules.unbounded_integers(signature, bounds):
+            drawn_at = modules.concrete(signature, given) if given else signature
+            if drawn := [i for i in modules.unbounded_integers(drawn_at, bounds)
+                         if given is None or not isinstance(given[i], Path)]:
                 unbounded = (f" (integer argument(s) {', '.join(map(str, drawn))} drawn in "
                              "[-4, 4]: give the values they take with --inputs)")
             # a mask under one convention, then the other where the first gives NaN/inf
-            values = list(modules.MASK_VALUES) if modules.masks(signature, bounds) else [1]
+            values = list(modules.MASK_VALUES) if modules.masks(drawn_at, bounds) else [1]
             # lazily: each draw overwrites the files of the last
-            tries = (modules.draw_inputs(signature, self.s.seed, bounds, self.work, function, mask)
-                     for mask in values)
+            tries = (modules.draw_inputs(signature, self.s.seed, bounds, self.work, function, mask,
+                                         given) for mask in values)
         for made in tries:
             self.inputs[function] = made
             self.log(f"Inputs of {function}: {made.about}")
