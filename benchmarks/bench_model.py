@@ -88,6 +88,9 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
                "64x64, the skip joined, 3x3 conv 128->64 and 64->64, ReLU, batch 1",
     "vit_patch_embed": "vision transformer stem: 224x224 RGB in 16x16 patches (196 tokens of "
                        "192), LayerNorm, GELU MLP 192->768->192",
+    "int8_mlp": "hand-quantized (W8A8) MLP: 128 tokens x 512 -> 1024 -> 512, int8 activations "
+                "and weights multiplied as int32 (CPU PyTorch has no int8 matmul), a scale per "
+                "channel, ReLU, requantized to int8",
     "embedding_tower": "recommender tower: 32 x 8 token ids into a 10000 x 64 embedding table, "
                        "mean pool, MLP 64->256->1",
     "volume_block": "3-D UNet double conv: 16 -> 32 -> 32 channels, 3x3x3, 16x32x32 volume, "

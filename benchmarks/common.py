@@ -39,10 +39,10 @@ POSITIVE = ("var",)  # parameters drawn positive: a batch norm's running varianc
 
 
 def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, dict]:
-    """An .irpa of random f32 weights for the parameters `source` reads (of one scope), each
+    """An .irpa of random weights for the parameters `source` reads (of one scope): f32 ones
     scaled by 1/sqrt(its fan-in) as initializers do (those named in POSITIVE: their absolute
-    value plus 0.5); returns (scope, {key: array}) so that PyTorch can be given the same
-    weights."""
+    value plus 0.5), i8 ones over the whole range; returns (scope, {key: array}) so that
+    PyTorch can be given the same weights."""
     from iree_dispatch_profiler.iree import modules
     found = modules.parameters(source)
     if not found:
@@ -51,13 +51,17 @@ def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, d
     rng, index, arrays = np.random.default_rng(seed), ParameterIndex(), {}
     for _, key, kind in found:
         dims, _, element = kind.rpartition("x")
-        if element != "f32":
-            sys.exit(f"{source}: parameter {key} is {kind}; random weights are written for f32")
+        if element not in ("f32", "i8"):
+            sys.exit(f"{source}: parameter {key} is {kind}; random weights are written for f32 "
+                     "and i8")
         shape = tuple(int(d) for d in dims.split("x"))
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-        arrays[key] = (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
-        if key.rsplit(".", 1)[-1] in POSITIVE:
-            arrays[key] = np.abs(arrays[key]) + np.float32(0.5)
+        if element == "i8":  # a quantized weight: the whole int8 range
+            arrays[key] = rng.integers(-128, 128, size=shape).astype(np.int8)
+        else:
+            arrays[key] = (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+            if key.rsplit(".", 1)[-1] in POSITIVE:
+                arrays[key] = np.abs(arrays[key]) + np.float32(0.5)
         index.add_buffer(key, arrays[key])
     archive.parent.mkdir(parents=True, exist_ok=True)
     index.create_archive_file(str(archive))

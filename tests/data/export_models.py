@@ -288,6 +288,17 @@ class PatchEmbedding(torch.nn.Module):
         return tokens + f.linear(f.gelu(f.linear(h, w1, b1)), w2, b2)
 
 
+class Int8Mlp(torch.nn.Module):
+    """A hand-quantized (W8A8) MLP as people write one: CPU PyTorch has no int8 matmul, so the
+    int8 activations and weights are multiplied as int32, dequantized by a scale per output
+    channel, ReLU, requantized to int8 for the second layer."""
+
+    def forward(self, x, w1, s1, w2, s2):
+        h = torch.relu(torch.matmul(x.to(torch.int32), w1.to(torch.int32)).float() * s1)
+        q = torch.clamp(torch.round(h / 0.05), -128, 127).to(torch.int8)
+        return torch.matmul(q.to(torch.int32), w2.to(torch.int32)).float() * s2
+
+
 class EmbeddingTower(torch.nn.Module):
     """A recommender's tower: token ids looked up in an embedding table, mean-pooled, an MLP."""
 
@@ -529,12 +540,15 @@ class Weighted(torch.nn.Module):
     """`inner` with its weight arguments held as parameters, named as the arguments are: the
     deployed form, whose forward takes only the activations."""
 
-    def __init__(self, inner: torch.nn.Module, shapes: list[tuple[int, ...]], inputs: int):
+    def __init__(self, inner: torch.nn.Module, shapes: list[tuple[int, ...]], inputs: int,
+                 int8: tuple[int, ...] = ()):
         super().__init__()
         self.inner = inner
         self.names = list(inspect.signature(inner.forward).parameters)[inputs:]
-        for name, shape in zip(self.names, shapes[inputs:]):
-            self.register_parameter(name, torch.nn.Parameter(torch.zeros(shape)))
+        for i, (name, shape) in enumerate(zip(self.names, shapes[inputs:]), inputs):
+            kind = torch.int8 if i in int8 else torch.float32
+            self.register_parameter(name, torch.nn.Parameter(torch.zeros(shape, dtype=kind),
+                                                             requires_grad=False))
 
     def forward(self, *activations):
         return self.inner(*activations, *(getattr(self, name) for name in self.names))
@@ -553,11 +567,12 @@ class Model:
     # ops exported as their parts (iree-turbine's table), as users must for ops torch-mlir
     # does not lower
     decompose: tuple = ()
+    int8: tuple[int, ...] = ()  # the arguments (activations or weights) that are int8
 
     def module(self) -> torch.nn.Module:
         if self.inputs is None:
             return self.make().eval()
-        return Weighted(self.make(), self.shapes, self.inputs).eval()
+        return Weighted(self.make(), self.shapes, self.inputs, self.int8).eval()
 
     def export(self, name: str) -> Path:
         path = self.folder / f"{name}_torch.mlir"
@@ -570,7 +585,8 @@ class Model:
             names = list(inspect.signature(module.forward).parameters)[:count]
             dynamic = {n: ({0: torch.export.Dim("batch")} if i == 0 else None)
                        for i, n in enumerate(names)}
-        args = [torch.rand(s) for s in self.shapes[:count]]
+        args = [torch.randint(-128, 128, s, dtype=torch.int8) if i in self.int8 else torch.rand(s)
+                for i, s in enumerate(self.shapes[:count])]
         if self.ids:
             args[0] = torch.randint(0, self.ids, self.shapes[0])
         with extend_aot_decompositions(add_ops=list(self.decompose)):
@@ -650,6 +666,8 @@ MODELS = {
     "swin_block": Model(lambda: ShiftedWindowBlock(3), [(1, 56, 56, 96), (96,), (96,), (288, 96),
                                                        (288,), (96, 96), (96,)], BENCHMARKS,
                         inputs=1),
+    "int8_mlp": Model(Int8Mlp, [(128, 512), (512, 1024), (1024,), (1024, 512), (512,)],
+                      BENCHMARKS, inputs=1, int8=(0, 1, 3)),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
                                               (1,)], BENCHMARKS, inputs=1, ids=10000),
 }
