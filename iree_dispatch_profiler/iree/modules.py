@@ -411,6 +411,12 @@ def parse_input_item(text: str) -> InputItem:
     return path
 
 
+def all_files(items: list[InputItem] | None) -> list[Path] | None:
+    """--inputs' items where each is a file (nothing is drawn), else None."""
+    files = [item for item in items or [] if isinstance(item, Path)]
+    return files if items is not None and len(files) == len(items) else None
+
+
 def concrete(signature: Signature, items: list[InputItem]) -> Signature:
     """The signature at the shapes --inputs gives (each file's array's, each type's), each
     checked to fit its argument."""
@@ -502,12 +508,13 @@ def random_inputs(signature: Signature, seed: int, bounds: dict[int, int] | None
 def describe_random(signature: Signature, seed: int, bounds: dict[int, int],
                     mask: int = 1, files: dict[int, Path] | None = None) -> str:
     """How random_inputs made the inputs, in words (those in `files` given as files)."""
+    files = files or {}
     words = {MASK: MASK_VALUES[mask], COIN: "random true/false",
              SMALL: "uniform in [-4, 4]", UNIT: "uniform in [0, 1)"}
     parts = []
     for i, (argument, kind) in enumerate(zip(signature.arguments, draws(signature, bounds))):
-        if i in (files or {}):
-            parts.append(f"argument {i} ({argument}) given: {files[i]}")  # type: ignore[index]
+        if i in files:
+            parts.append(f"argument {i} ({argument}) given: {files[i]}")
         elif kind in (DISTINCT, INDEX):
             repeats = " distinct" if kind == DISTINCT else ""
             parts.append(f"argument {i} ({argument}){repeats} in [0, {bounds[i]}): it "

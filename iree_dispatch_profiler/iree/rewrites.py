@@ -1821,10 +1821,11 @@ def _sign_extended_i8(value):
         return None
     source = owner.operands[0]
     identity = "(" + ", ".join(f"d{i}" for i in range(ir.RankedTensorType(value.type).rank)) + ")"
-    body = list(owner.regions[0].blocks[0].operations)
+    block = owner.regions[0].blocks[0]
+    body = list(block.operations)
     if (str(ir.RankedTensorType(source.type).element_type) != "i8"
             or set(_map_results(owner)) != {identity} or len(body) != 2
-            or body[0].name != "arith.extsi" or body[0].operands[0] != owner.regions[0].blocks[0].arguments[0]
+            or body[0].name != "arith.extsi" or body[0].operands[0] != block.arguments[0]
             or body[1].operands[0] != body[0].results[0]):
         return None
     return source
@@ -1852,7 +1853,8 @@ def _zero_filled(value) -> bool:
 
 def _narrow_takes(op) -> bool:
     """A matmul or batch matmul of static i8 tensors each sign-extended to i32 or i64 (B also
-    broadcast, _narrow_b), from zero, into i32, or into i64 over a depth whose sums fit i32 (so i32 sums are exact)."""
+    broadcast, _narrow_b), from zero, into i32, or into i64 over a depth whose sums fit i32
+    (so that i32 sums are exact)."""
     from iree.compiler import ir
 
     if op.name not in NARROW_A_MAPS or len(op.operands) != 3 or not _static_integer(op):

@@ -72,8 +72,7 @@ def module_inputs(signature: modules.Signature, given: list[modules.InputItem] |
     signature, or seeded random ones saved as `folder/<stem>_input<i>.npy`, at the types
     `given` holds where it does (seed 0 unless `seed`), index arguments within `bounds`), and
     notes."""
-    files = [item for item in given or [] if isinstance(item, Path)]
-    if given is not None and len(files) == len(given):
+    if (files := modules.all_files(given)) is not None:
         return modules.given_inputs(files, signature).flags, []
     if seed is not None or given is not None:
         made = modules.draw_inputs(signature, seed or 0, bounds, folder, stem, given=given)

@@ -391,8 +391,7 @@ class Tuner:
             raise UserError(f"function {function} is private: autotune.py runs public functions")
         unbounded = ""  # integer arguments drawn in [-4, 4], which may be what failed
         given = self.s.inputs
-        files = [item for item in given or [] if isinstance(item, Path)]
-        if given is not None and len(files) == len(given):
+        if (files := modules.all_files(given)) is not None:
             tries: Iterable[modules.Inputs] = [modules.given_inputs(files, signature)]
         else:  # drawn, at the types --inputs gives where it does
             bounds = modules.index_bounds(self.signature_source(), function)
