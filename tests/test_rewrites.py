@@ -2402,3 +2402,28 @@ def test_narrow_int_matmuls_give_numpys_integer_products_and_unsigned_ones_do_no
             got = np.load(output)
             assert got.dtype == np.int64
             assert np.array_equal(got, wanted) == (name == "rewritten"), name
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("cpu, triple, product", [
+    ("haswell", "x86_64-unknown-linux-gnu", r"\bvpmaddwd\b.*%ymm"),
+    ("skylake-avx512", "x86_64-unknown-linux-gnu", r"\b(vpmaddwd|vpdpbusd|vpdpwssd)\b.*%zmm"),
+    ("neoverse-n1", "aarch64-unknown-linux-gnu", r"\bsdot\s+v\d+\.4s")])
+def test_narrow_int_matmuls_compile_to_integer_vector_products_on_every_simd_family(
+        tools, tmp_path, cpu, triple, product):
+    """The rewritten i8 matmul, cross-compiled under data tiling (the flags its answers took)
+    for each SIMD family: its code multiplies and adds whole vectors of i8 or i16 lanes into
+    i32 (AVX2 ymm, AVX-512 zmm, Neon's dot product into i32 lanes), not only on the test
+    machine. The module as exported (i64 sums) is checked to have none of these: on neoverse-n1
+    its products are smlal into i64 lanes, on haswell there is no vpmaddwd."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    exported = int_matmul(m=64, k=256, n=64)
+    text, count = rewrites.narrow_int_matmuls(exported)
+    assert count == 1
+    for name, source in (("narrow", text), ("exported", exported)):
+        dump = tmp_path / f"{name}_dump"
+        build(tools, source, tmp_path / name, cpu, triple,
+              (*curated("data_tiling").args, f"--iree-hal-dump-executable-intermediates-to={dump}"))
+        assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
+        assert bool(re.search(product, assembly)) == (name == "narrow"), (name, cpu)
