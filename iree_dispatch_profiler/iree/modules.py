@@ -411,15 +411,22 @@ def parse_input_item(text: str) -> InputItem:
     return path
 
 
+def given_files(items: list[InputItem] | None) -> dict[int, Path]:
+    """--inputs' files by argument position (the other items are types, drawn at)."""
+    return {i: item for i, item in enumerate(items or []) if isinstance(item, Path)}
+
+
 def all_files(items: list[InputItem] | None) -> list[Path] | None:
     """--inputs' items where each is a file (nothing is drawn), else None."""
-    files = [item for item in items or [] if isinstance(item, Path)]
-    return files if items is not None and len(files) == len(items) else None
+    files = given_files(items)
+    return list(files.values()) if items is not None and len(files) == len(items) else None
 
 
-def concrete(signature: Signature, items: list[InputItem]) -> Signature:
+def concrete(signature: Signature, items: list[InputItem] | None) -> Signature:
     """The signature at the shapes --inputs gives (each file's array's, each type's), each
-    checked to fit its argument."""
+    checked to fit its argument; without --inputs, the signature itself."""
+    if items is None:
+        return signature
     if len(items) != len(signature.arguments):
         raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs, "
                         f"--inputs gives {len(items)}")
@@ -525,11 +532,11 @@ def describe_random(signature: Signature, seed: int, bounds: dict[int, int],
 
 
 def draw_inputs(signature: Signature, seed: int, bounds: dict[int, int], folder: Path, stem: str,
-                mask: int = 1, given: list[InputItem] | None = None) -> Inputs:
-    """random_inputs saved as .npy (`folder/<stem>_input<i>.npy`), said as describe_random; with
-    `given` (--inputs), at its types, its files used as they are."""
-    files = {i: item for i, item in enumerate(given or []) if isinstance(item, Path)}
-    signature = concrete(signature, given) if given else signature
+                mask: int = 1, files: dict[int, Path] | None = None) -> Inputs:
+    """random_inputs saved as .npy (`folder/<stem>_input<i>.npy`), said as describe_random; the
+    arguments in `files` (given_files of the --inputs that made `signature` concrete) use
+    those files instead."""
+    files = files or {}
     drawn = random_inputs(signature, seed, bounds, mask)
     made = save_inputs(drawn, folder, stem, describe_random(signature, seed, bounds, mask, files))
     return Inputs(tuple(files.get(i, p) for i, p in enumerate(made.paths)), made.about)

@@ -505,10 +505,12 @@ WINOGRAD_TRANSFORMS = ("iree_linalg_ext.winograd.input_transform",
 
 
 def _zeros(shape: list[int], element):
-    """A tensor of `shape` filled with zeros of the float type `element`."""
+    """A tensor of `shape` filled with zeros of the float or integer type `element`."""
+    from iree.compiler import ir
     from iree.compiler.dialects import arith, linalg, tensor
 
-    return linalg.fill(arith.constant(element, 0.0), outs=[tensor.EmptyOp(shape, element).result])
+    zero = 0 if isinstance(element, ir.IntegerType) else 0.0
+    return linalg.fill(arith.constant(element, zero), outs=[tensor.EmptyOp(shape, element).result])
 
 
 def _zero_padded(value, shape: list[int], low: list[int] | None = None):
@@ -1553,8 +1555,7 @@ def _zero_stuffed(value) -> tuple[Any, list[int], list[int]] | None:
     source, dest = insert.operands
     offsets, sizes, strides = (_array_ints(insert.attributes[f"static_{a}"])
                                for a in ("offsets", "sizes", "strides"))
-    if (isinstance(dest.owner, ir.Block) or dest.owner.name != "linalg.fill"
-            or _constant(dest.owner.operands[0]) != 0.0
+    if (not _zero_filled(dest)
             or sizes != list(ir.RankedTensorType(source.type).shape)
             or offsets[:2] != [0, 0] or strides[:2] != [1, 1] or max(strides) == 1):
         return None
@@ -1839,16 +1840,13 @@ def _narrow_b(b):
 
 
 def _zero_filled(value) -> bool:
-    """Whether `value` is a linalg.fill of the integer zero."""
+    """Whether `value` is a linalg.fill of zero, float or integer."""
     from iree.compiler import ir
 
     owner = value.owner
     if isinstance(owner, ir.Block) or owner.name != "linalg.fill":
         return False
-    scalar = owner.operands[0].owner
-    return (not isinstance(scalar, ir.Block) and scalar.name == "arith.constant"
-            and isinstance(scalar.attributes["value"], ir.IntegerAttr)
-            and ir.IntegerAttr(scalar.attributes["value"]).value == 0)
+    return _constant(owner.operands[0]) == 0.0 or _index_constant(owner.operands[0]) == 0
 
 
 def _narrow_takes(op) -> bool:
@@ -1857,7 +1855,8 @@ def _narrow_takes(op) -> bool:
     (so that i32 sums are exact)."""
     from iree.compiler import ir
 
-    if op.name not in NARROW_A_MAPS or len(op.operands) != 3 or not _static_integer(op):
+    if (op.name not in NARROW_A_MAPS or len(op.operands) != 3
+            or not _static_types(op, "IntegerType")):
         return False
     a, b, init = op.operands
     result = ir.RankedTensorType(init.type).element_type
@@ -1868,24 +1867,16 @@ def _narrow_takes(op) -> bool:
             and (str(result) == "i32" or depth <= NARROW_MAX_DEPTH))
 
 
-def _static_integer(op) -> bool:
-    from iree.compiler import ir
-
-    types = [ir.RankedTensorType(v.type) for v in op.operands]
-    return all(t.has_static_shape and isinstance(t.element_type, ir.IntegerType) for t in types)
-
-
 def _narrow_matmul(op) -> list:
     """The same contraction of the i8 tensors, summed in i32 (IREE's i8 x i8 -> i32 matmul,
     which data tiling runs on its microkernel), widened to the op's result type."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import linalg, tensor
 
     a, b, init = op.operands
     out = ir.RankedTensorType(init.type)
     i32 = ir.IntegerType.get_signless(32)
-    zeros = linalg.fill(arith.constant(i32, 0),
-                        outs=[tensor.EmptyOp(list(out.shape), i32).result])
+    zeros = _zeros(list(out.shape), i32)
     maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
     contract = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
     narrow_b = _narrow_b(b)

@@ -75,7 +75,8 @@ def module_inputs(signature: modules.Signature, given: list[modules.InputItem] |
     if (files := modules.all_files(given)) is not None:
         return modules.given_inputs(files, signature).flags, []
     if seed is not None or given is not None:
-        made = modules.draw_inputs(signature, seed or 0, bounds, folder, stem, given=given)
+        made = modules.draw_inputs(modules.concrete(signature, given), seed or 0, bounds, folder,
+                                   stem, files=modules.given_files(given))
         return made.flags, [f"{made.about}: " + " ".join(map(str, made.paths))]
     if signature.arguments:
         raise UserError(f"{signature.name} takes {len(signature.arguments)} inputs: give "

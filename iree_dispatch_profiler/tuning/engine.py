@@ -376,9 +376,7 @@ class Tuner:
         for function in dict.fromkeys(functions):
             if function not in self.signatures:
                 continue
-            signature = self.signatures[function]
-            modules.require_static(modules.concrete(signature, self.s.inputs)
-                                   if self.s.inputs is not None else signature)
+            modules.require_static(modules.concrete(self.signatures[function], self.s.inputs))
 
     def prepare_function(self, function: str) -> None:
         """The function's inputs (--inputs, or seeded random ones saved as .npy, index
@@ -395,16 +393,16 @@ class Tuner:
             tries: Iterable[modules.Inputs] = [modules.given_inputs(files, signature)]
         else:  # drawn, at the types --inputs gives where it does
             bounds = modules.index_bounds(self.signature_source(), function)
-            drawn_at = modules.concrete(signature, given) if given else signature
+            drawn_at, given_files = modules.concrete(signature, given), modules.given_files(given)
             if drawn := [i for i in modules.unbounded_integers(drawn_at, bounds)
-                         if given is None or not isinstance(given[i], Path)]:
+                         if i not in given_files]:
                 unbounded = (f" (integer argument(s) {', '.join(map(str, drawn))} drawn in "
                              "[-4, 4]: give the values they take with --inputs)")
             # a mask under one convention, then the other where the first gives NaN/inf
             values = list(modules.MASK_VALUES) if modules.masks(drawn_at, bounds) else [1]
             # lazily: each draw overwrites the files of the last
-            tries = (modules.draw_inputs(signature, self.s.seed, bounds, self.work, function, mask,
-                                         given) for mask in values)
+            tries = (modules.draw_inputs(drawn_at, self.s.seed, bounds, self.work, function, mask,
+                                         given_files) for mask in values)
         for made in tries:
             self.inputs[function] = made
             self.log(f"Inputs of {function}: {made.about}")
