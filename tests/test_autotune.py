@@ -150,6 +150,14 @@ def test_a_killed_run_resumes_without_measuring_finished_trials(tmp_path):
     after = pd.read_csv(output)
     assert len(after) == 6 and after["candidate"].is_unique
     pd.testing.assert_frame_equal(after.head(len(before)), before)
+    # the same output asked of other flags or another module is not this run to resume
+    for other in (["--flags=--iree-opt-level=O2"], ["--input", str(DATA / "multi_op.mlir")]):
+        refused = subprocess.run([*args, *other], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=120)
+        name = other[0].split("=")[0]
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert f"{output} is of a run begun with other {name}: give another --output" in refused.stderr
+    pd.testing.assert_frame_equal(pd.read_csv(output), after)
 
 
 @pytest.mark.parametrize("replace, message", [

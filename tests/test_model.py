@@ -148,7 +148,7 @@ def test_the_attention_of_an_encoder_block_is_tuned_in_place(tmp_path):
     output = tmp_path / "encoder.csv"
     result = run_script("autotune.py", "--input", ENCODER, "--model", "--output", output,
                         "--top", "1", "--n-trial", "2", "--tuner", "random", "--base-flags=",
-                        *QUICK)
+                        "--rewrites=none", *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     ranking = pd.read_csv(tmp_path / "encoder_dispatches.csv")
     top = ranking.iloc[0]
@@ -411,7 +411,7 @@ def test_batch1_convs_are_tuned_under_im2col(tmp_path):
     output = tmp_path / "conv.csv"
     result = run_script("autotune.py", "--input", CONV_BLOCK, "--model", "--output", output,
                         "--top", "1", "--n-trial", "2", "--tuner", "random",
-                        f"--base-flags={IM2COL}", *QUICK)
+                        f"--base-flags={IM2COL}", "--rewrites=none", *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     trials = pd.read_csv(output)
     assert len(trials) == 2 and (trials["status"] == "ok").all()
@@ -525,7 +525,7 @@ def test_reassociate_reductions_turns_a_row_sums_scalar_adds_into_vector_adds(to
 # .irpa (scope `model`), an attention_mask argument the graph does not use.
 LM = DATA / "tiny_lm_torch.mlir"
 LM_RUN = ["--model", "--input", LM, "--parameters", f"model={LM.with_suffix('.irpa')}",
-          "--top", "1", "--n-trial", "2", *QUICK]
+          "--top", "1", "--n-trial", "2", "--rewrites=none", *QUICK]
 
 
 def test_index_arguments_are_found_on_the_ir(tools, tmp_path):
@@ -828,7 +828,8 @@ def test_a_dynamic_batch_model_is_searched_with_the_sets_of_its_ops(tmp_path):
         np.save(paths[-1], rng.standard_normal(shape).astype(np.float32))
     result = run_script("autotune.py", "--input", MLP_DYNAMIC, "--model", "--output",
                         tmp_path / "d.csv", "--inputs", ",".join(f"@{p}" for p in paths),
-                        "--n-trial", "1", "--top", "1", "--tuner", "random", *QUICK)
+                        "--n-trial", "1", "--top", "1", "--tuner", "random", "--rewrites=none",
+                        *QUICK)
     assert result.returncode == 0, result.stdout + result.stderr
     record = pd.read_csv(tmp_path / "d_flags.csv", keep_default_na=False)
     tiling = record[record["name"] == "data_tiling"]

@@ -445,7 +445,7 @@ def test_a_stored_answer_that_iree_data_tiling_beats_is_searched_again(tmp_path)
     store = tmp_path / "store.sqlite"
     args = ["autotune.py", "--input", DATA_DIR / "mlp_dynamic_torch.mlir", "--model", "--inputs",
             ",".join(f"@{p}" for p in paths), "--n-trial", "1", "--top", "1", "--tuner", "random",
-            *QUICK_MODEL, "--store", f"sqlite:///{store}"]
+            "--rewrites=none", *QUICK_MODEL, "--store", f"sqlite:///{store}"]
     first = run_script(*args, "--output", tmp_path / "first.csv")
     assert first.returncode == 0, first.stdout + first.stderr
     with sqlite3.connect(store) as connection:

@@ -16,11 +16,14 @@ CROSS_TARGETS = {
     "neoverse-n1": ["--cpu=neoverse-n1", "--target-triple=aarch64-unknown-linux-gnu"],
 }
 # One shape per kind, large enough (>= 64) for the whole tile space, small enough to compile fast.
-# The matmuls take every data type; fused ops and convolutions one of each element width (4,
-# 2 and 1 bytes: what the vector-size check sees) and a mixed-precision one.
+# The matmuls take every data type; batch matmuls (a matmul's tiles under a batch tile of 1),
+# fused ops and convolutions one of each element width (4, 2 and 1 bytes: what the
+# vector-size check sees) and a mixed-precision one.
 SHAPES = [
-    ["--operation-kind=matmul,batch_matmul,split_k_matmul", "--problem-m=64", "--problem-n=128",
-     "--problem-k=64", "--problem-b=2", "--split-k-slices=2"],
+    ["--operation-kind=matmul,split_k_matmul", "--problem-m=64", "--problem-n=128",
+     "--problem-k=64", "--split-k-slices=2"],
+    ["--operation-kind=batch_matmul", "--problem-m=64", "--problem-n=128", "--problem-k=64",
+     "--problem-b=2", "--data-types=f32,f16,bf16t_bf16t_f32t,i8t_i8t_i32t"],
     ["--operation-kind=fused_matmul", "--problem-m=64", "--problem-n=128", "--problem-k=64",
      "--epilogues=bias_gelu", "--data-types=f32,f16,bf16t_bf16t_f32t"],
     ["--operation-kind=fused_matmul", "--problem-m=64", "--problem-n=128", "--problem-k=64",

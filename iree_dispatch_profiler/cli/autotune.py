@@ -40,7 +40,7 @@ from iree_dispatch_profiler.iree.dask_client import connect
 from iree_dispatch_profiler.iree.target import check_runnable, resolve_target
 from iree_dispatch_profiler.iree.tools import IreeTools
 from iree_dispatch_profiler.tuning import model as model_tuning
-from iree_dispatch_profiler.tuning import scheduler_config, single_op, strategies
+from iree_dispatch_profiler.tuning import records, scheduler_config, single_op, strategies
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.engine import Settings, Toolchain
 from iree_dispatch_profiler.tuning.model import final
@@ -214,8 +214,11 @@ def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:
     except OSError as error:
         raise UserError(f"cannot write {s.output}: {error.strerror}") from None
     builder = options.builder_from_args(args, tools, target, version, client)
-    return Toolchain(tools, target, builder, machine, options.runtime_device(args, target),
-                     options.parameter_flags(args))
+    toolchain = Toolchain(tools, target, builder, machine, options.runtime_device(args, target),
+                          options.parameter_flags(args))
+    if not args.list:  # a listing reads nothing back
+        records.check_same_run(s.paths.run, s.begun(toolchain, version, args.model), s.output)
+    return toolchain
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ final session; the answer reported. Single-op tuning (tuning.single_op) and mode
 (tuning.model) are its clients."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shlex
@@ -92,6 +93,24 @@ class Settings:
     @property
     def paths(self) -> TuningPaths:
         return TuningPaths(self.output)
+
+    def begun(self, toolchain: Toolchain, version: str, model: bool) -> dict[str, str]:
+        """What a rerun must share with the run it resumes (records.check_same_run): what
+        decides the files it reads back, the dispatches and what is measured; not how long
+        or how the search goes (--n-trial, --tuner, --time-budget, --op extend a run)."""
+        digest = hashlib.sha256()
+        with open(self.input, "rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 24), b""):
+                digest.update(chunk)
+        cpu = toolchain.target.cpu_target
+        return {
+            "--input": digest.hexdigest(), "--model": str(model), "--function": str(self.function),
+            "--parameters": " ".join(toolchain.run_flags), "--inputs": " ".join(map(str, self.inputs or [])),
+            "--base-flags": str(self.base_flags), "--flags": json.dumps(self.flag_points),
+            "--rewrites": str(self.rewrites), "--spec": str(self.spec),
+            "target CPU": f"{cpu.summary} {cpu.triple}" if cpu else toolchain.target.name,
+            "--runtime-device": toolchain.device, "--timing-source": self.timing_source,
+            "IREE version": version}
 
 
 @dataclass

@@ -28,6 +28,11 @@ class TuningPaths:
         return self.output.with_suffix(".log")
 
     @property
+    def run(self) -> Path:
+        """What the run was begun with: a rerun resumes only the same run."""
+        return self._named("_run.json")
+
+    @property
     def machine(self) -> Path:
         """The machine's state at the start and end of each session of the run."""
         return self._named("_machine.json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import time
@@ -36,6 +37,24 @@ def load_trials(path: Path) -> pd.DataFrame:
     if list(frame.columns) != COLUMNS:
         raise UserError(f"{path} exists and is not an autotune.py trial CSV; choose another --output")
     return frame[frame["status"].astype(str).str.len() > 0]
+
+
+def check_same_run(path: Path, begun: dict[str, str], output: Path) -> None:
+    """A rerun resumes the ranking, records and trials beside `output`: they are the same
+    run's only if it was begun with the same settings (`begun`, recorded in `path` when new);
+    a UserError naming those that differ otherwise."""
+    try:
+        earlier = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot read {path} to resume: {error}") from None
+    if earlier is None:
+        write_atomically(path, json.dumps(begun, indent=1) + "\n")
+        return
+    differ = [name for name in begun if earlier.get(name) != begun[name]]
+    if differ:
+        raise UserError(f"{output} is of a run begun with other {', '.join(differ)}: give "
+                        f"another --output, or remove that run's files ({output.with_suffix('')}*) to "
+                        "begin anew")
 
 
 class TrialWriter:
