@@ -988,3 +988,23 @@ def test_an_answer_slower_than_iree_data_tiling_is_replaced_by_it():
         "IREE data tiling + ukernels against IREE's default: 1.73x [1.71, 1.76]",
         "the tuned model against IREE data tiling: 0.93x [0.92, 0.95]"]
     assert verdict.model_line(behind).startswith("Model: slower by")
+
+
+def test_a_models_search_gets_what_is_left_of_its_ten_minutes():
+    """The default round of search is cut to what the model's 10 minutes leave after the phases
+    run and those to come, never below a floor; --time-budget is taken as given."""
+    from pathlib import Path
+
+    from iree_dispatch_profiler.tuning import model
+    from iree_dispatch_profiler.tuning.engine import Settings
+
+    s = Settings(Path("m.mlir"), Path("m.csv"), "all", "xgb", 32, None, 0, {}, None, None)
+    assert model.search_seconds(s, 60.0, 2) == (
+        model.MODEL_SEARCH_SECONDS, " (the default for a model; --time-budget sets it)")
+    seconds, why = model.search_seconds(s, 400.0, 2)  # 600 - 400 - (60 + 2 x 1.6 x 20)
+    assert seconds == 76 and "after 400 s so far and about 124 s to confirm" in why
+    assert model.search_seconds(s, 700.0, 1)[0] == model.MIN_SEARCH_SECONDS
+    later = model.search_seconds(s, 450.0, 1)[0]
+    assert model.MIN_SEARCH_SECONDS < later < model.search_seconds(s, 350.0, 1)[0]
+    s.time_budget = 1e-9
+    assert model.search_seconds(s, 700.0, 1) == (1e-9, "")

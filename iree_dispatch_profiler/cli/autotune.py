@@ -17,7 +17,8 @@ Outputs, named after the output CSV X.csv: X.csv (every trial), X_best.mlir (the
 best tile configs inlined), X_tuning_spec.mlir (the same configs for
 --iree-codegen-tuning-spec-path, checked to apply; X_spec_flags.txt holds the data-tiling flags
 a data-tiled config in it needs), X_best_flags.txt (when a flag point wins), X.log (phase
-timings) and X_progress.png. Rerunning with the same output resumes.
+timings) and X_progress.png. Rerunning with the same output resumes (X_run.json: the settings
+the rerun must share).
 
 With --model, IREE's curated module flags are searched on the whole model first (X_flags.csv),
 the hot dispatches are tuned inside the model under the chosen flags, and the answer is

@@ -202,19 +202,38 @@ def baseline(tuner: ModelTuner) -> dict:
 # Seconds of trials a model's targets get without --time-budget: each trial compiles the whole
 # model (a ResNet-18 answered with Winograd under im2col and data tiling: 49 trials over six
 # targets, 21 min in all with the default --n-trial, Zen 4), and a model is tuned in about 10
-# minutes
+# minutes (MODEL_SECONDS) in all: a round of search gets no more than what is left of them
+# after the phases before it and an estimate of those after it (about 60 s to measure the
+# answer and time its runtimes, and each target's leaders confirmed in 1.6 --confirm-seconds:
+# 20-40 s and 32 s a target in eight unseen models' logs, Zen 3), and at least
+# MIN_SEARCH_SECONDS
 MODEL_SEARCH_SECONDS = 240.0
+MODEL_SECONDS = 600.0
+MIN_SEARCH_SECONDS = 30.0
+
+
+def search_seconds(s: Settings, elapsed: float, targets: int) -> tuple[float, str]:
+    """A round's seconds of search, and why (for the log)."""
+    if s.time_budget is not None:
+        return s.time_budget, ""
+    after = 60.0 + 1.6 * s.confirm_seconds * targets
+    left = MODEL_SECONDS - elapsed - after
+    if left >= MODEL_SEARCH_SECONDS:
+        return MODEL_SEARCH_SECONDS, " (the default for a model; --time-budget sets it)"
+    return max(float(round(left)), MIN_SEARCH_SECONDS), (
+        f" (what is left of the {MODEL_SECONDS:g} s a model is tuned in, after {elapsed:.0f} s "
+        f"so far and about {after:.0f} s to confirm, measure and time the answer; "
+        "--time-budget sets it)")
 
 
 def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[OpResult]:
     """The hot targets tuned inside the model, their trials spread by expected gain (budget),
-    for --time-budget seconds (MODEL_SEARCH_SECONDS without it); each one's leaders confirmed
-    and reported."""
+    for --time-budget seconds (search_seconds without it); each one's leaders confirmed and
+    reported."""
     s, log = tuner.s, tuner.log
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
-    seconds = MODEL_SEARCH_SECONDS if s.time_budget is None else s.time_budget
-    log(f"Search budget: {seconds:g} s of trials"
-        + (" (the default for a model; --time-budget sets it)" if s.time_budget is None else ""))
+    seconds, why = search_seconds(s, time.perf_counter() - log.start, len(chosen))
+    log(f"Search budget: {seconds:g} s of trials{why}")
     deadline = time.perf_counter() + seconds
     peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
     tasks, results = [], []
