@@ -218,7 +218,8 @@ def prepare(args: argparse.Namespace, s: Settings) -> Toolchain:
     toolchain = Toolchain(tools, target, builder, machine, options.runtime_device(args, target),
                           options.parameter_flags(args))
     if not args.list:  # a listing reads nothing back
-        records.check_same_run(s.paths.run, s.begun(toolchain, version, args.model), s.output)
+        s.begun_with = s.run_settings(toolchain, version, args.model)
+        records.check_same_run(s.paths.run, s.begun_with, s.output)
     return toolchain
 
 

@@ -89,12 +89,13 @@ class Settings:
     command: str = ""  # the command line, for the reports
     # --inputs: per argument of the tuned function a .npy file or a type to draw at random at
     inputs: list[modules.InputItem] | None = None
+    begun_with: dict[str, str] | None = None  # run_settings, once checked against a run resumed
 
     @property
     def paths(self) -> TuningPaths:
         return TuningPaths(self.output)
 
-    def begun(self, toolchain: Toolchain, version: str, model: bool) -> dict[str, str]:
+    def run_settings(self, toolchain: Toolchain, version: str, model: bool) -> dict[str, str]:
         """What a rerun must share with the run it resumes (records.check_same_run): what
         decides the files it reads back, the dispatches and what is measured; not how long
         or how the search goes (--n-trial, --tuner, --time-budget, --op extend a run)."""

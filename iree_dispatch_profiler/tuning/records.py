@@ -14,6 +14,7 @@ import pandas as pd
 
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.tuning.paths import TuningPaths
 from iree_dispatch_profiler.tuning.space import TILE_KNOBS, Point
 
 COLUMNS = ["op", "function", "trial", "candidate", *TILE_KNOBS,
@@ -41,14 +42,13 @@ def load_trials(path: Path) -> pd.DataFrame:
 
 def check_same_run(path: Path, begun: dict[str, str], output: Path) -> None:
     """A rerun resumes the ranking, records and trials beside `output`: they are the same
-    run's only if it was begun with the same settings (`begun`, recorded in `path` when new);
-    a UserError naming those that differ otherwise."""
+    run's only if it was begun with the same settings (`begun`; start_log records them in
+    `path`); a UserError naming those that differ otherwise."""
     try:
         earlier = json.loads(path.read_text()) if path.is_file() else None
     except (OSError, ValueError) as error:
         raise UserError(f"cannot read {path} to resume: {error}") from None
     if earlier is None:
-        write_atomically(path, json.dumps(begun, indent=1) + "\n")
         return
     differ = [name for name in begun if earlier.get(name) != begun[name]]
     if differ:
@@ -109,6 +109,14 @@ class Log:
         total = time.perf_counter() - self.start
         parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
         self(f"Phase timings: {parts}; total {total:.1f} s")
+
+
+def start_log(paths: TuningPaths, begun: dict[str, str] | None) -> Log:
+    """The run's log, begun: from here on the run leaves files a rerun reads back, so what it
+    was begun with is recorded (once: a resumed run's was, and check_same_run agreed)."""
+    if begun is not None and not paths.run.is_file():
+        write_atomically(paths.run, json.dumps(begun, indent=1) + "\n")
+    return Log(paths.log)
 
 
 def write_table(path: Path, columns: list[str], rows: list[dict]) -> None:

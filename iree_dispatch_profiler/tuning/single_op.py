@@ -19,7 +19,7 @@ from iree_dispatch_profiler.tuning.plots import progress_plot
 from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, Toolchain, Tuner,
                                                   confirm, remember, report, reuse, search,
                                                   seeded)
-from iree_dispatch_profiler.tuning.records import Log, TrialWriter, best_so_far, load_trials
+from iree_dispatch_profiler.tuning.records import TrialWriter, best_so_far, load_trials, start_log
 from iree_dispatch_profiler.tuning import kinds as tuned_kinds
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
@@ -67,7 +67,7 @@ def tune(s: Settings, toolchain: Toolchain, chosen: list[tunable.TunableOp]) -> 
                             "tiles and stay within IREE's vector-size limit)")
         spaces.append(space)
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
-    log = Log(s.paths.log)
+    log = start_log(s.paths, s.begun_with)
     for warning in s.warnings:
         log(f"warning: {warning}")
     log(f"Tuning {len(chosen)} op(s) of {s.input} for {cpu.summary} with {s.tuner}, "

@@ -35,7 +35,7 @@ from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.model import (budget, final, flag_search, ranking,
                                                  rewrite_search, stored, verdict)
 from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
-from iree_dispatch_profiler.tuning.records import Log, TrialWriter, load_trials
+from iree_dispatch_profiler.tuning.records import TrialWriter, load_trials, start_log
 from iree_dispatch_profiler.tuning.spec import Matcher
 
 
@@ -54,7 +54,7 @@ def start(s: Settings, toolchain: Toolchain) -> tuple[ModelTuner, CpuTarget]:
     if missing:  # said before the model is compiled or timed
         raise UserError(f"{s.input}: {missing}")
     cpu = toolchain.target.resolved_cpu()
-    log = Log(s.paths.log)
+    log = start_log(s.paths, s.begun_with)
     log(f"Model {s.input}, function {function}, for {cpu.summary}; timing source {s.timing_source}")
     s.input = modules.as_text(s.input, work)  # compile jobs carry the module's text
     tuner = ModelTuner(s, toolchain, log, lowered, function)
