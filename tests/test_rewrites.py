@@ -2427,3 +2427,63 @@ def test_narrow_int_matmuls_compile_to_integer_vector_products_on_every_simd_fam
               (*curated("data_tiling").args, f"--iree-hal-dump-executable-intermediates-to={dump}"))
         assembly = "\n".join(p.read_text() for p in dump.glob("*.s"))
         assert bool(re.search(product, assembly)) == (name == "narrow"), (name, cpu)
+
+
+def half_matmul(a: str = "bf16", b: str = "bf16", out: str = "f32", batch: int = 0,
+                start: float = 0.0, m: int = 16, k: int = 64, n: int = 32) -> str:
+    """torch-mlir's matmul of a model exported in bfloat16 or half: the operands as they are,
+    summed from `start` into `out`."""
+    lead = f"{batch}x" if batch else ""
+    op = "linalg.batch_matmul" if batch else "linalg.matmul"
+    return f"""func.func @main(%a: tensor<{lead}{m}x{k}x{a}>, %b: tensor<{lead}{k}x{n}x{b}>) -> tensor<{lead}{m}x{n}x{out}> {{
+  %start = arith.constant {start} : {out}
+  %empty = tensor.empty() : tensor<{lead}{m}x{n}x{out}>
+  %init = linalg.fill ins(%start : {out}) outs(%empty : tensor<{lead}{m}x{n}x{out}>) -> tensor<{lead}{m}x{n}x{out}>
+  %p = {op} ins(%a, %b : tensor<{lead}{m}x{k}x{a}>, tensor<{lead}{k}x{n}x{b}>) outs(%init : tensor<{lead}{m}x{n}x{out}>) -> tensor<{lead}{m}x{n}x{out}>
+  return %p : tensor<{lead}{m}x{n}x{out}>
+}}
+"""
+
+
+def test_widened_half_matmuls_take_bf16_and_f16_products_summed_in_f32_only():
+    """bf16 and f16 matmuls and batch matmuls into f32 get f32 operands, each widened behind a
+    barrier (IREE would fold the widening back into the matmul); an f32 matmul, a half one into
+    half, and one of an f32 operand are left alone."""
+    from iree_dispatch_profiler.iree import rewrites
+
+    for text in (half_matmul(), half_matmul("f16", "f16"), half_matmul(batch=2)):
+        rewritten, count = rewrites.widened_half_matmuls(text)
+        assert count == 1, text
+        assert rewritten.count("util.optimization_barrier") == 2
+        assert re.search(r"matmul ins\(%[0-9]+, %[0-9]+ : tensor<[0-9x]+xf32>, tensor<[0-9x]+xf32>\) "
+                         r"outs\(%[0-9]+ : tensor<[0-9x]+xf32>\)", rewritten), rewritten
+    for text in (half_matmul("f32", "f32"), half_matmul(out="bf16"), half_matmul("f32", "bf16")):
+        assert rewrites.widened_half_matmuls(text) == (text, 0)
+
+
+@pytest.mark.iree
+def test_widened_half_matmuls_give_numpys_f32_sums_of_the_half_products(tools, tmp_path):
+    """IREE runs the rewritten bf16 matmul (summed from 0.5, as an accumulator may start) to
+    numpy's f32 products of the bf16 values; with the start dropped (the slip a rewrite into
+    zeros would make), the comparison tells it."""
+    import ml_dtypes
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.iree.launchers import run_module
+
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-4, 4, (16, 64)).astype(ml_dtypes.bfloat16)
+    b = rng.uniform(-4, 4, (64, 32)).astype(ml_dtypes.bfloat16)
+    wanted = a.astype(np.float64) @ b.astype(np.float64) + 0.5
+    text, count = rewrites.widened_half_matmuls(half_matmul(start=0.5))
+    assert count == 1
+    wrong = text.replace("arith.constant 5.000000e-01 : f32", "arith.constant 0.000000e+00 : f32")
+    assert wrong != text
+    for name, source in (("rewritten", text), ("wrong", wrong)):
+        output = tmp_path / f"{name}.npy"
+        ran = run_module(tools, build(tools, source, tmp_path / name), "main", "local-task",
+                         saved(tmp_path, [a, b], f"in_{name}_"), [output], 300)
+        assert ran.ok, ran.reason
+        got = np.load(output)
+        assert got.dtype == np.float32
+        error = np.abs(got - wanted) / (np.abs(wanted) + np.sqrt(np.mean(wanted ** 2)))
+        assert (error.max() < 1e-6) == (name == "rewritten"), (name, error.max())

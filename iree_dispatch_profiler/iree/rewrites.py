@@ -1897,6 +1897,45 @@ def narrow_int_matmuls(text: str) -> tuple[str, int]:
     return _rewrite(text, _narrow_takes, _narrow_matmul)
 
 
+HALF_FLOATS = ("bf16", "f16")
+
+
+def _half_takes(op) -> bool:
+    """A matmul or batch matmul (any indexing maps) of static bf16 or f16 tensors into f32."""
+    from iree.compiler import ir
+
+    if op.name not in NARROW_A_MAPS or len(op.operands) != 3 or not _static_types(op, "FloatType"):
+        return False
+    a, b, init = (ir.RankedTensorType(v.type).element_type for v in op.operands)
+    return str(a) in HALF_FLOATS and str(b) in HALF_FLOATS and str(init) == "f32"
+
+
+def _widened_matmul(op) -> list:
+    """The same contraction of the operands widened to f32 first (a parameter's weight widened
+    once, at load: IREE hoists what a global alone computes): each product of two bf16 or f16
+    values is exact in f32, and was summed in f32 before. Each widened operand passes a barrier:
+    IREE folds a widening into the matmul it feeds, back into the bf16 matmul."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg, tensor, util
+
+    f32 = ir.F32Type.get()
+
+    def widened(value):
+        shape = list(ir.RankedTensorType(value.type).shape)
+        identity = ir.AffineMap.get_identity(len(shape))
+        wide = _generic([value], [identity, identity], tensor.EmptyOp(shape, f32).result, 0,
+                        lambda args, _: args[0]).results[0]
+        return util.optimization_barrier([wide.type], [wide])
+    a, b, init = op.operands
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    contract = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
+    return [contract(widened(a), widened(b), outs=[init], indexing_maps=maps)]
+
+
+def widened_half_matmuls(text: str) -> tuple[str, int]:
+    return _rewrite(text, _half_takes, _widened_matmul)
+
+
 # erf(x) for f32 as Eigen's and XLA's generic_fast_erf_float write it: x clamped to [-4, 4]
 # (erf is +-1 in f32 beyond), then x p(x^2) / q(x^2), odd numerator of 7 terms over an even
 # denominator of 5. Against float64 erf on 2M points of [-6, 6]: 4.4e-7 at most, absolute and
@@ -2321,6 +2360,13 @@ REWRITES = (
             "the i8 x i8 -> i32 matmul, widened after where its result is i64 (exact: the "
             "depth is checked to keep the sums in i32): torch-mlir multiplies the widened "
             "copies in i64, a type IREE has no microkernel for", narrow_int_matmuls),
+    Rewrite("widened_half_matmuls", "bf16 and f16 matmuls summed in f32 (a model exported in "
+            "bfloat16 or half) as f32 matmuls of their operands widened first, a parameter's "
+            "weight once, at load: on CPUs without bf16 or f16 arithmetic IREE converts both "
+            "operands inside the matmul's loop, and its data tiling of bf16 falls to scalar "
+            "code", widened_half_matmuls,
+            # its f32 matmuls run IREE's f32 microkernel under data tiling
+            under=("data_tiling_early",)),
     Rewrite("global_pool", "global pooling (PyTorch's adaptive pooling to 1x1) reading its "
             "input in place: torch-mlir's lowering gathers each element from a padded copy, "
             "which IREE runs as scalar code", global_pool),
