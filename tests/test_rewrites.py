@@ -380,9 +380,10 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
                                                       "im2col_data_tiling"]
     assert rewrite_search.under("patch_matmuls") == ["im2col_data_tiling"]
     assert rewrite_search.under("cache_attention") == ["data_tiling_early"]
+    assert rewrite_search.under("widened_half_matmuls") == ["data_tiling_early"]
     assert all(r.under == () for r in rewrites.REWRITES
                if r.name not in ("winograd", "causal_blocks", "packed_matmuls", "patch_matmuls",
-                                 "cache_attention"))
+                                 "cache_attention", "widened_half_matmuls"))
 
     def row(under: str, ms: float, default_ms: float, speedup: float, low: float) -> dict:
         return {"name": "winograd", "under": under, "status": "ok", "median_ms": ms,
