@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pandas as pd
 
@@ -88,6 +89,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
                "64x64, the skip joined, 3x3 conv 128->64 and 64->64, ReLU, batch 1",
     "vit_patch_embed": "vision transformer stem: 224x224 RGB in 16x16 patches (196 tokens of "
                        "192), LayerNorm, GELU MLP 192->768->192",
+    "mlp_bf16": "MLP exported in bfloat16 (weights, activations and output): 128 tokens x "
+                "512 -> 1024 -> 512, ReLU",
     "int8_mlp": "hand-quantized (W8A8) MLP: 128 tokens x 512 -> 1024 -> 512, int8 activations "
                 "and weights multiplied as int32 (CPU PyTorch has no int8 matmul), a scale per "
                 "channel, ReLU, requantized to int8",
@@ -154,10 +157,16 @@ def torch_eager(name: str, inputs: list[np.ndarray], weights: dict[str, np.ndarr
     sys.path.insert(0, str(ROOT / "tests" / "data"))
     from export_models import MODELS as TORCH_MODELS
 
+    def tensor(array: np.ndarray):
+        """torch takes no ml_dtypes array: a bfloat16 one goes over as its bits."""
+        if array.dtype == ml_dtypes.bfloat16:
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(array)
+
     torch.set_num_threads(iree_jobs.physical_cores())
-    module, tensors = TORCH_MODELS[name].module(), [torch.from_numpy(a) for a in inputs]
+    module, tensors = TORCH_MODELS[name].module(), [tensor(a) for a in inputs]
     if weights:
-        module.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        module.load_state_dict({k: tensor(v) for k, v in weights.items()})
 
     def call():
         with torch.inference_mode():
@@ -266,7 +275,8 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     if call is not None:
         import torch
         expected = call()
-        expected = [t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
+        expected = [t.float().numpy().astype(ml_dtypes.bfloat16) if t.dtype == torch.bfloat16
+                    else t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
         outputs = [work / f"bench_default_output{i}.bin" for i in range(len(signature.results))]
         ran = run_module(tools, work / BUILDS["IREE default"], signature.name, "local-task",
                          [f"@{p}" for p in paths], outputs, 600, parameters)

@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pandas as pd
 
@@ -41,8 +42,8 @@ POSITIVE = ("var",)  # parameters drawn positive: a batch norm's running varianc
 def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, dict]:
     """An .irpa of random weights for the parameters `source` reads (of one scope): f32 ones
     scaled by 1/sqrt(its fan-in) as initializers do (those named in POSITIVE: their absolute
-    value plus 0.5), i8 ones over the whole range; returns (scope, {key: array}) so that
-    PyTorch can be given the same weights."""
+    value plus 0.5; bf16 ones the same, rounded), i8 ones over the whole range; returns
+    (scope, {key: array}) so that PyTorch can be given the same weights."""
     from iree_dispatch_profiler.iree import modules
     found = modules.parameters(source)
     if not found:
@@ -51,9 +52,9 @@ def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, d
     rng, index, arrays = np.random.default_rng(seed), ParameterIndex(), {}
     for _, key, kind in found:
         dims, _, element = kind.rpartition("x")
-        if element not in ("f32", "i8"):
-            sys.exit(f"{source}: parameter {key} is {kind}; random weights are written for f32 "
-                     "and i8")
+        if element not in ("f32", "bf16", "i8"):
+            sys.exit(f"{source}: parameter {key} is {kind}; random weights are written for f32, "
+                     "bf16 and i8")
         shape = tuple(int(d) for d in dims.split("x"))
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
         if element == "i8":  # a quantized weight: the whole int8 range
@@ -62,7 +63,10 @@ def write_parameters(source: Path, archive: Path, seed: int = 0) -> tuple[str, d
             arrays[key] = (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
             if key.rsplit(".", 1)[-1] in POSITIVE:
                 arrays[key] = np.abs(arrays[key]) + np.float32(0.5)
-        index.add_buffer(key, arrays[key])
+            if element == "bf16":
+                arrays[key] = arrays[key].astype(ml_dtypes.bfloat16)
+        # the bytes as they lie (the module says their type)
+        index.add_buffer(key, arrays[key].view(np.uint16) if element == "bf16" else arrays[key])
     archive.parent.mkdir(parents=True, exist_ok=True)
     index.create_archive_file(str(archive))
     return found[0][0], arrays

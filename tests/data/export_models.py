@@ -568,11 +568,14 @@ class Model:
     # does not lower
     decompose: tuple = ()
     int8: tuple[int, ...] = ()  # the arguments (activations or weights) that are int8
+    bf16: bool = False  # exported in bfloat16, as its float arguments and parameters are
 
     def module(self) -> torch.nn.Module:
         if self.inputs is None:
-            return self.make().eval()
-        return Weighted(self.make(), self.shapes, self.inputs, self.int8).eval()
+            module = self.make().eval()
+        else:
+            module = Weighted(self.make(), self.shapes, self.inputs, self.int8).eval()
+        return module.to(torch.bfloat16) if self.bf16 else module
 
     def export(self, name: str) -> Path:
         path = self.folder / f"{name}_torch.mlir"
@@ -585,8 +588,9 @@ class Model:
             names = list(inspect.signature(module.forward).parameters)[:count]
             dynamic = {n: ({0: torch.export.Dim("batch")} if i == 0 else None)
                        for i, n in enumerate(names)}
-        args = [torch.randint(-128, 128, s, dtype=torch.int8) if i in self.int8 else torch.rand(s)
-                for i, s in enumerate(self.shapes[:count])]
+        real = torch.bfloat16 if self.bf16 else torch.float32
+        args = [torch.randint(-128, 128, s, dtype=torch.int8) if i in self.int8
+                else torch.rand(s, dtype=real) for i, s in enumerate(self.shapes[:count])]
         if self.ids:
             args[0] = torch.randint(0, self.ids, self.shapes[0])
         with extend_aot_decompositions(add_ops=list(self.decompose)):
@@ -666,6 +670,9 @@ MODELS = {
     "swin_block": Model(lambda: ShiftedWindowBlock(3), [(1, 56, 56, 96), (96,), (96,), (288, 96),
                                                        (288,), (96, 96), (96,)], BENCHMARKS,
                         inputs=1),
+    # a model exported in bfloat16, as models are served
+    "mlp_bf16": Model(Mlp, [(128, 512), (1024, 512), (1024,), (512, 1024), (512,)], BENCHMARKS,
+                      inputs=1, bf16=True),
     "int8_mlp": Model(Int8Mlp, [(128, 512), (512, 1024), (1024,), (1024, 512), (512,)],
                       BENCHMARKS, inputs=1, int8=(0, 1, 3)),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
