@@ -254,7 +254,8 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
     lowered = work / "model_input.mlir"
     signature = modules.find_function(lowered, None)
     paths = sorted(work.glob("main_input*.npy"), key=lambda p: int(p.stem.split("input")[1]))
-    inputs = [np.load(p) for p in paths]
+    inputs = [np.array(modules.load_input(p, i, argument, signature.name))
+              for i, (p, argument) in enumerate(zip(paths, signature.arguments))]
     tools = IreeTools.locate()
     candidates, notes = [], []
     batch = process.can_schedule(process.BATCH)

@@ -1904,7 +1904,8 @@ def _half_takes(op) -> bool:
     """A matmul or batch matmul (any indexing maps) of static bf16 or f16 tensors into f32."""
     from iree.compiler import ir
 
-    if op.name not in NARROW_A_MAPS or len(op.operands) != 3 or not _static_types(op, "FloatType"):
+    if (op.name not in ("linalg.matmul", "linalg.batch_matmul") or len(op.operands) != 3
+            or not _static_types(op, "FloatType")):
         return False
     a, b, init = (ir.RankedTensorType(v.type).element_type for v in op.operands)
     return str(a) in HALF_FLOATS and str(b) in HALF_FLOATS and str(init) == "f32"
