@@ -1867,6 +1867,27 @@ def _narrow_takes(op) -> bool:
             and (str(result) == "i32" or depth <= NARROW_MAX_DEPTH))
 
 
+def _converted(value, element):
+    """`value` elementwise as `element` (_generic's widening: extf, or extsi for integers)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    shape = list(ir.RankedTensorType(value.type).shape)
+    identity = ir.AffineMap.get_identity(len(shape))
+    return _generic([value], [identity, identity], tensor.EmptyOp(shape, element).result, 0,
+                    lambda args, _: args[0]).results[0]
+
+
+def _same_contraction(op, a, b, init):
+    """`op`'s matmul or batch matmul, with its indexing maps, of `a` and `b` into `init`."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg
+
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    contract = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
+    return contract(a, b, outs=[init], indexing_maps=maps)
+
+
 def _narrow_matmul(op) -> list:
     """The same contraction of the i8 tensors, summed in i32 (IREE's i8 x i8 -> i32 matmul,
     which data tiling runs on its microkernel), widened to the op's result type."""
@@ -1877,20 +1898,13 @@ def _narrow_matmul(op) -> list:
     out = ir.RankedTensorType(init.type)
     i32 = ir.IntegerType.get_signless(32)
     zeros = _zeros(list(out.shape), i32)
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    contract = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
     narrow_b = _narrow_b(b)
     if ir.RankedTensorType(narrow_b.type).rank != ir.RankedTensorType(b.type).rank:
         empty = tensor.EmptyOp(list(ir.RankedTensorType(b.type).shape),
                                ir.RankedTensorType(narrow_b.type).element_type)
         narrow_b = linalg.broadcast(narrow_b, outs=[empty.result], dimensions=[0])
-    product = contract(_sign_extended_i8(a), narrow_b, outs=[zeros], indexing_maps=maps)
-    if out.element_type == i32:
-        return [product]
-    identity = ir.AffineMap.get_identity(out.rank)
-    return [_generic([product], [identity, identity],
-                     tensor.EmptyOp(list(out.shape), out.element_type).result, 0,
-                     lambda args, _: args[0]).results[0]]
+    product = _same_contraction(op, _sign_extended_i8(a), narrow_b, zeros)
+    return [product if out.element_type == i32 else _converted(product, out.element_type)]
 
 
 def narrow_int_matmuls(text: str) -> tuple[str, int]:
@@ -1917,20 +1931,13 @@ def _widened_matmul(op) -> list:
     values is exact in f32, and was summed in f32 before. Each widened operand passes a barrier:
     IREE folds a widening into the matmul it feeds, back into the bf16 matmul."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg, tensor, util
-
-    f32 = ir.F32Type.get()
+    from iree.compiler.dialects import util
 
     def widened(value):
-        shape = list(ir.RankedTensorType(value.type).shape)
-        identity = ir.AffineMap.get_identity(len(shape))
-        wide = _generic([value], [identity, identity], tensor.EmptyOp(shape, f32).result, 0,
-                        lambda args, _: args[0]).results[0]
+        wide = _converted(value, ir.F32Type.get())
         return util.optimization_barrier([wide.type], [wide])
     a, b, init = op.operands
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    contract = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
-    return [contract(widened(a), widened(b), outs=[init], indexing_maps=maps)]
+    return [_same_contraction(op, widened(a), widened(b), init)]
 
 
 def widened_half_matmuls(text: str) -> tuple[str, int]:
