@@ -103,6 +103,9 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
     "speech_stem": "speech recognizer stem (Whisper tiny's): 80 mel bins x 3000 frames, Conv1d "
                    "80->384 (k 3, padding 1), GELU, Conv1d 384->384 (k 3, stride 2, padding 1), "
                    "GELU",
+    "tcn": "temporal convolutional network: 32 channels x 1024 steps, 1x1 conv to 64, 4 residual "
+           "blocks of two dilated causal Conv1d 64->64 (k 3, dilation 1, 2, 4, 8; padded, the "
+           "future chomped off), ReLU",
     "lstm_layer": "one-layer LSTM (PyTorch's fused aten.lstm): 64 steps, 128 inputs, 256 "
                   "hidden, batch 1; exported decomposed, a matrix-vector product and the gates "
                   "per step",
@@ -110,6 +113,9 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
                  "decomposed as the LSTM",
     "t5_attention": "T5 self-attention: seq 128, d 256, 4 heads, no scaling, a learned bias per "
                     "head by relative-position bucket (integer ops, a log, a lookup)",
+    "alibi_attention": "causal self-attention with ALiBi (BLOOM's, MPT's): seq 256, d 512, 8 "
+                       "heads, each head's slope times the key's distance added to the scores, "
+                       "computed in the graph",
     "swin_block": "Swin shifted-window attention: 56x56x96 channels last, LayerNorm, torch.roll, "
                   "7x7 windows (64 windows x 3 heads of 49 tokens), residual",
 }

@@ -330,6 +330,28 @@ class SpeechStem(torch.nn.Module):
         return f.gelu(f.conv1d(x, w2, b2, stride=2, padding=1))
 
 
+class Tcn(torch.nn.Module):
+    """A temporal convolutional network (Bai et al.'s TCN, as pytorch-tcn writes it): a 1x1
+    conv to the residual's channels, then residual blocks of two dilated causal Conv1d (padded
+    on both sides, the future chomped off after), ReLU; the dilation doubles each block."""
+
+    def forward(self, x, d0, db0, a0, ab0, b0, bb0, a1, ab1, b1, bb1, a2, ab2, b2, bb2, a3, ab3,
+                b3, bb3):
+        f = torch.nn.functional
+
+        def causal(t, w, b, dilation):
+            pad = (w.shape[2] - 1) * dilation
+            return f.conv1d(t, w, b, padding=pad, dilation=dilation)[:, :, :-pad]
+
+        res = f.conv1d(x, d0, db0)
+        blocks = [(a0, ab0, b0, bb0), (a1, ab1, b1, bb1), (a2, ab2, b2, bb2), (a3, ab3, b3, bb3)]
+        for i, (a, ab, b, bb) in enumerate(blocks):
+            h = torch.relu(causal(x, a, ab, 2 ** i))
+            x = torch.relu(torch.relu(causal(h, b, bb, 2 ** i)) + res)
+            res = x
+        return x
+
+
 class LstmLayer(torch.nn.Module):
     """A one-layer LSTM over a sequence from a zero state, as torch.nn.LSTM calls it (aten.lstm:
     PyTorch's fused CPU kernel): per step, the hidden state times the hidden-to-hidden weights
@@ -380,6 +402,30 @@ class RelativeAttention(torch.nn.Module):
         scores = q @ k.transpose(-1, -2) + bias.permute(2, 0, 1)[None]
         attention = torch.softmax(scores, -1) @ v
         return f.linear(attention.transpose(1, 2).reshape(batch, seq, dim), wo)
+
+
+class AlibiAttention(torch.nn.Module):
+    """Causal self-attention with ALiBi (BLOOM's, MPT's): no positional embedding, a bias of
+    each head's slope times the key's distance behind the query added to the scaled scores,
+    the future masked to -inf, computed from the positions in the graph."""
+
+    def __init__(self, heads: int):
+        super().__init__()
+        self.heads = heads
+
+    def forward(self, x, wqkv, bqkv, wo, bo):
+        f = torch.nn.functional
+        batch, seq, dim = x.shape
+        q, k, v = f.linear(x, wqkv, bqkv).view(batch, seq, 3, self.heads,
+                                               dim // self.heads).permute(2, 0, 3, 1, 4)
+        slopes = 2.0 ** (-8.0 * torch.arange(1, self.heads + 1) / self.heads)
+        positions = torch.arange(seq)
+        distance = (positions[None, :] - positions[:, None]).float()
+        bias = slopes[:, None, None] * distance.clamp(max=0)
+        bias = bias.masked_fill(distance > 0, float("-inf"))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dim // self.heads) + bias[None]
+        attention = torch.softmax(scores, -1) @ v
+        return f.linear(attention.transpose(1, 2).reshape(batch, seq, dim), wo, bo)
 
 
 class ShiftedWindowBlock(torch.nn.Module):
@@ -667,6 +713,9 @@ MODELS = {
                        BENCHMARKS, inputs=1, decompose=(torch.ops.aten.gru.input,)),
     "t5_attention": Model(lambda: RelativeAttention(4), [(1, 128, 256), (768, 256), (256, 256),
                                                           (32, 4)], BENCHMARKS, inputs=1),
+    "alibi_attention": Model(lambda: AlibiAttention(8), [(1, 256, 512), (1536, 512), (1536,),
+                                                         (512, 512), (512,)], BENCHMARKS,
+                             inputs=1),
     "swin_block": Model(lambda: ShiftedWindowBlock(3), [(1, 56, 56, 96), (96,), (96,), (288, 96),
                                                        (288,), (96, 96), (96,)], BENCHMARKS,
                         inputs=1),
@@ -675,6 +724,8 @@ MODELS = {
                       inputs=1, bf16=True),
     "int8_mlp": Model(Int8Mlp, [(128, 512), (512, 1024), (1024,), (1024, 512), (512,)],
                       BENCHMARKS, inputs=1, int8=(0, 1, 3)),
+    "tcn": Model(Tcn, [(1, 32, 1024), (64, 32, 1), (64,), (64, 32, 3), (64,)]
+                 + [(64, 64, 3), (64,)] * 7, BENCHMARKS, inputs=1),
     "embedding_tower": Model(EmbeddingTower, [(32, 8), (10000, 64), (256, 64), (256,), (1, 256),
                                               (1,)], BENCHMARKS, inputs=1, ids=10000),
 }
