@@ -347,8 +347,7 @@ class Tcn(torch.nn.Module):
         blocks = [(a0, ab0, b0, bb0), (a1, ab1, b1, bb1), (a2, ab2, b2, bb2), (a3, ab3, b3, bb3)]
         for i, (a, ab, b, bb) in enumerate(blocks):
             h = torch.relu(causal(x, a, ab, 2 ** i))
-            x = torch.relu(torch.relu(causal(h, b, bb, 2 ** i)) + res)
-            res = x
+            x = res = torch.relu(torch.relu(causal(h, b, bb, 2 ** i)) + res)
         return x
 
 
