@@ -5,6 +5,12 @@ from __future__ import annotations
 from iree_dispatch_profiler.core.library import TuningConfiguration
 from iree_dispatch_profiler.tuning.spec import Entry
 
+# IREE's name for a dispatch outlined from a module initializer (`_initializer_1_dispatch_0_...`):
+# its work runs once, at load; const-expr hoisting puts one there when an op's operands are all
+# constants (a GRU's first step, its hidden state zeros).
+INITIALIZER_PREFIX = "_initializer_"
+
+
 def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict,
                library: bool = False) -> list[str]:
     """Problems: an entry whose matcher matches no dispatch, matches others than it is meant
@@ -12,7 +18,9 @@ def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict,
     matching it. An entry is attributed to the dispatches whose root op its matcher accepts (so
     two entries may hand out the same config); one whose matcher we cannot read, to the
     dispatches that got its config. A `library` (a CPU's default spec, with entries for the ops
-    of many models) may hold entries this model has no op for; not one matching is a problem."""
+    of many models) may hold entries this model has no op for; not one matching is a problem.
+    An initializer's dispatch an entry's matcher accepts is no problem either way: it is the
+    same op as the entry's (the same name and operand types), run once at load, not per call."""
     from iree.compiler import ir
 
     problems, touched, unmatched = [], set(), 0
@@ -25,6 +33,7 @@ def check_spec(entries: list[Entry], default_roots: dict, tuned_roots: dict,
                 if entry.matcher.accepts(root.name, root.operand_types)}
             intended = set(entry.intended)
             touched |= matched | intended
+            matched = {d for d in matched if not d.startswith(INITIALIZER_PREFIX)}
             if not matched:
                 unmatched += 1
                 if not library:
