@@ -68,9 +68,10 @@ def packed_dumps(folder) -> list[str]:
 
 
 def test_a_packed_matmuls_unpack_writes_whole_rows_and_stays_exact_past_a_partial_tile(tmp_path):
-    """The unpack carries its own config (M0 whole rows a workgroup: IREE's own blocks write
-    pieces of rows far apart), which IREE applies; N = EDGE + 8 ends in half a 16-wide tile and
-    M = EDGE in part of a 6- or 12-row one, and the products are still numpy's."""
+    """The unpack carries its own config (M0 rows of whole tiles a workgroup: IREE's own blocks
+    write pieces of rows far apart), which IREE applies; N = EDGE + 8 ends in part of a 16- or
+    32-wide tile, written by workgroups of their own, and M = EDGE in part of a 6- or 12-row
+    one, and the products are still numpy's."""
     n = EDGE + 8
     shape = [f"--problem-m={EDGE}", f"--problem-n={n}", f"--problem-k={EDGE}", "--data-types=f32"]
     profiled, data = sweep(tmp_path, [*shape, "--dispatches=packed_"], [])
@@ -79,7 +80,21 @@ def test_a_packed_matmuls_unpack_writes_whole_rows_and_stays_exact_past_a_partia
     unpacks = [text for text in packed_dumps(tmp_path) if "linalg.unpack" in text]
     assert len(unpacks) == cpu_tiles.PACKED
     for text in unpacks:
-        assert re.search(rf"distribution = \[(6|12), {n}\], vector_common_parallel = \[\1, ", text)
+        assert re.search(rf"distribution = \[(6|12), {EDGE}\], vector_common_parallel = \[\1, ", text)
+
+
+def test_a_packed_matmul_ending_in_part_of_a_tile_builds_for_avx512(tmp_path):
+    """12 rows of N = 1000 f32, 1000 no multiple of the 32-wide tile: an unpack block ending in
+    part of a tile takes a stack buffer of the block (49152 bytes, over IREE's 32 KiB limit);
+    the whole tiles' block and the rest's build (cross-compiled: no AVX-512 needed here)."""
+    shape = [f"--problem-m={EDGE}", "--problem-n=1000", f"--problem-k={EDGE}", "--data-types=f32"]
+    assert run_script("generator.py", "--generated-dir", tmp_path, *shape, "--cpu=skylake-avx512",
+                      "--dispatches=packed_").returncode == 0
+    compiled = run_script("compile.py", "--generated-dir", tmp_path)
+    assert compiled.returncode == 0 and "failed 0" in compiled.stdout, compiled.stdout[-2000:]
+    unpacks = [t for t in packed_dumps(tmp_path) if "linalg.unpack" in t]
+    assert len(unpacks) == cpu_tiles.PACKED
+    assert all("distribution = [12, 992]" in t for t in unpacks)
 
 
 # IREE's f32 inner tile and our register tile on each SIMD family
