@@ -443,7 +443,7 @@ def unpacked_rows_configuration(m0: int, n0: int, n: int) -> TuningConfiguration
     M0 whole rows, read in one run from the packed result, where IREE's own 66 x 64 blocks write
     256-byte pieces of rows 40 KiB apart (2048x10240 f32 on a Zen 3: the unpack 64 -> 35 ms in
     the call, a copy's speed; narrower blocks of 6 rows, 2048 and 512 wide, 44-51 ms alone).
-    The rows' whole N0 tiles, where N is no multiple of N0, and the rest in a workgroup of its
+    Where N is no multiple of N0, the rows' whole tiles, and the rest in workgroups of their
     own: a block ending in part of a tile is copied through a stack buffer of the block, over
     IREE's 32 KiB limit at 12 rows of 1000 f32 (AVX-512: 49152 bytes, the matmul not built)."""
     return configuration("unpacked_rows", [m0, max(n0, n // n0 * n0)], [m0, n0], [],
