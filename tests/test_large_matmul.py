@@ -83,18 +83,24 @@ def test_a_packed_matmuls_unpack_writes_whole_rows_and_stays_exact_past_a_partia
         assert re.search(rf"distribution = \[(6|12), {EDGE}\], vector_common_parallel = \[\1, ", text)
 
 
-def test_a_packed_matmul_ending_in_part_of_a_tile_builds_for_avx512(tmp_path):
-    """12 rows of N = 1000 f32, 1000 no multiple of the 32-wide tile: an unpack block ending in
-    part of a tile takes a stack buffer of the block (49152 bytes, over IREE's 32 KiB limit);
-    the whole tiles' block and the rest's build (cross-compiled: no AVX-512 needed here)."""
-    shape = [f"--problem-m={EDGE}", "--problem-n=1000", f"--problem-k={EDGE}", "--data-types=f32"]
-    assert run_script("generator.py", "--generated-dir", tmp_path, *shape, "--cpu=skylake-avx512",
+# N = 1004 ends in part of each family's register tile (16, 32 and 8 wide)
+@pytest.mark.parametrize("cpu, triple, block", [
+    ("haswell", "", "[6, 992]"), ("skylake-avx512", "", "[12, 992]"),
+    ("neoverse-n1", "aarch64-unknown-linux-gnu", "[12, 1000]")])
+def test_a_packed_matmul_ending_in_part_of_a_tile_builds_on_each_simd_family(tmp_path, cpu,
+                                                                             triple, block):
+    """An unpack block ending in part of a tile takes a stack buffer of the block: on AVX-512,
+    12 rows of 1024 f32 (49152 bytes, over IREE's 32 KiB limit). The rows' whole tiles and
+    the rest, in workgroups of their own, build for every family (cross-compiled)."""
+    shape = [f"--problem-m={EDGE}", "--problem-n=1004", f"--problem-k={EDGE}", "--data-types=f32"]
+    target = [f"--cpu={cpu}"] + ([f"--target-triple={triple}"] if triple else [])
+    assert run_script("generator.py", "--generated-dir", tmp_path, *shape, *target,
                       "--dispatches=packed_").returncode == 0
     compiled = run_script("compile.py", "--generated-dir", tmp_path)
     assert compiled.returncode == 0 and "failed 0" in compiled.stdout, compiled.stdout[-2000:]
     unpacks = [t for t in packed_dumps(tmp_path) if "linalg.unpack" in t]
     assert len(unpacks) == cpu_tiles.PACKED
-    assert all("distribution = [12, 992]" in t for t in unpacks)
+    assert all(f"distribution = {block}" in t for t in unpacks)
 
 
 # IREE's f32 inner tile and our register tile on each SIMD family
