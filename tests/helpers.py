@@ -69,3 +69,10 @@ def curated(name: str):
 
     (found,) = [f for f in CURATED if f.name == name]
     return found
+
+
+def one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
+    """A script's refusal: exit 2 and `message` in one line of stderr, no traceback."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

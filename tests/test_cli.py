@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from helpers import run_script
+from helpers import one_line_error, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
@@ -104,12 +104,6 @@ def test_help_documents_every_script(script):
     assert result.returncode == 0 and "--generated-dir" in result.stdout and "--dispatches" in result.stdout
 
 
-def one_line_error(result, message: str) -> None:
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert message in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
-
-
 def test_a_generated_dir_that_is_a_file_is_refused(tmp_path):
     taken = tmp_path / "afile"
     taken.write_text("not a folder")
@@ -163,6 +157,8 @@ def test_compare_csv_output_in_a_new_folder_and_under_a_file(tmp_path):
     (["--rewrites", "none"], "--rewrites applies to --model"),
     (["--model", "--rewrites", "winograd,bogus"], "--rewrites winograd,bogus: not a rewrite (bogus)"),
     (["--runtimes", "none"], "--runtimes applies to --model"),
+    (["--dispatches", "reduction"], "--dispatches applies to --model"),
+    (["--model", "--dispatches", "matmul,,conv"], "empty pattern in 'matmul,,conv'"),
     (["--model", "--runtimes", "local-sync,sync"], "--runtimes local-sync,sync: not a runtime (sync)"),
     (["--inputs", "missing.npy"], "--inputs: missing.npy does not exist"),
     (["--inputs", ","], "empty file name"),

@@ -429,6 +429,34 @@ def test_a_target_too_small_to_change_the_whole_call_is_not_tuned():
         assert [r["hot"] for r in ranked] == ["yes", "yes", "no", "yes", "yes", "no"]
 
 
+def test_dispatches_chooses_the_targets_of_the_dispatches_it_names():
+    """--dispatches: the targets of the dispatches a pattern finds, however small or far down
+    the ranking (the 0.1 ms one past 90% of the time), the first --top of them; none found, or
+    only untunable ones, is an error that names what it found or could have."""
+    import re
+
+    from iree_dispatch_profiler.tuning.model.ranking import choose_hot, unselected
+
+    def rows():
+        found, cumulative = [], 0.0
+        for name, target, ms in (("mm_a", 0, 8.0), ("conv_b", 1, 4.0), ("copy_c", "", 2.5),
+                                 ("mm_d", 2, 1.0), ("conv_e", 3, 0.1)):
+            cumulative += ms / 15.6
+            found.append({"dispatch": name, "target": target, "ms": ms, "share": ms / 15.6,
+                          "cumulative_share": cumulative})
+        return found
+    for patterns, top, hot in ((["conv"], None, [1, 3]), (["conv"], 1, [1]), (["_e$", "mm_a"], None, [0, 3]),
+                               (["copy"], None, []), (["nowhere"], None, [])):
+        ranked = rows()
+        assert choose_hot(ranked, top, 100.0, [re.compile(p) for p in patterns]) == []
+        assert [r["target"] for r in ranked if r["hot"] == "yes"] == hot, patterns
+    assert unselected(rows(), [re.compile("copy")]) == (
+        "--dispatches=copy selects no tunable dispatch of the model's 5: copy_c not tunable")
+    assert unselected(rows(), [re.compile("x"), re.compile("x")]) == (
+        "--dispatches=x selects no tunable dispatch of the model's 5: they are mm_a, conv_b, "
+        "copy_c, mm_d and 1 more (--list ranks them)")
+
+
 def test_the_budget_goes_where_the_expected_gain_is():
     from iree_dispatch_profiler.tuning.model.budget import Task, floor_ms, next_task
     from iree_dispatch_profiler.tuning.model.tuner import TuningTarget

@@ -35,7 +35,8 @@ from typing import Sequence
 from iree_dispatch_profiler.cli import options
 from iree_dispatch_profiler.report import outputs
 from iree_dispatch_profiler.core.library import Device, UserError
-from iree_dispatch_profiler.core.values import parse_num_cpu, parse_positive, parse_seconds
+from iree_dispatch_profiler.core.values import (compile_patterns, parse_num_cpu, parse_positive,
+                                                parse_seconds)
 from iree_dispatch_profiler.iree import modules, rewrites, tunable
 from iree_dispatch_profiler.iree.dask_client import connect
 from iree_dispatch_profiler.iree.target import check_runnable, resolve_target
@@ -67,6 +68,10 @@ def parser() -> options.ArgumentParser:
     model.add_argument("--top", type=parse_positive, default=None, metavar="N",
                        help="tune the N costliest targets (default: those of the dispatches "
                             "that take 90%% of the time)")
+    model.add_argument("--dispatches", type=compile_patterns, default=None, metavar="REGEX,...",
+                       help="tune only the targets of the dispatches these comma-separated "
+                            "regular expressions find in their names (as --list ranks them), "
+                            "however little time they take; with --top N, the N costliest")
     model.add_argument("--spec", type=Path, default=None, metavar="SPEC.mlir",
                        help="instead of tuning: check that this tuning spec applies to the "
                             "model, and measure the model with it")
@@ -146,7 +151,7 @@ def settings(args: argparse.Namespace) -> Settings:
         raise UserError("--spec applies to --model")
     if args.spec_library and args.spec is None:
         raise UserError("--spec-library describes a --spec")
-    for option in ("rewrites", "runtimes"):
+    for option in ("rewrites", "runtimes", "dispatches"):
         if getattr(args, option) is not None and not args.model:
             raise UserError(f"--{option} applies to --model")
     if args.spec is not None:  # checked now, not after minutes of compiling
@@ -170,7 +175,7 @@ def settings(args: argparse.Namespace) -> Settings:
                     batch_size=args.batch_size, batch_seconds=args.batch_seconds,
                     confirm_seconds=args.confirm_seconds, compile_timeout=args.compile_timeout,
                     run_timeout=args.run_timeout, jobs=args.jobs, function=args.function,
-                    top=args.top, spec=args.spec, spec_library=args.spec_library,
+                    top=args.top, dispatches=args.dispatches, spec=args.spec, spec_library=args.spec_library,
                     base_flags=args.base_flags,
                     rewrites=names("--rewrites", args.rewrites, "a rewrite",
                                    [r.name for r in rewrites.REWRITES]),

@@ -140,3 +140,8 @@ def compile_patterns(text: str) -> list[re.Pattern]:
                     raise argparse.ArgumentTypeError(
                         f"invalid regular expression '{item}': {error}") from None
     return patterns
+
+
+def shown_patterns(patterns: list[re.Pattern]) -> str:
+    """compile_patterns' patterns as the option's text again, once each."""
+    return ",".join(dict.fromkeys(p.pattern for p in patterns))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shlex
 import shutil
 import time
@@ -77,6 +78,7 @@ class Settings:
     jobs: int = 1  # iree-compile processes at once here
     function: str | None = None  # --model: the model's function
     top: int | None = None  # --model: tune the N costliest targets
+    dispatches: list[re.Pattern] | None = None  # --model: tune only these dispatches' targets
     spec: Path | None = None  # --model: check this spec instead of tuning
     spec_library: bool = False  # --spec holds entries for other models' ops too
     base_flags: str | None = None  # --model: tune under these flags instead of searching them

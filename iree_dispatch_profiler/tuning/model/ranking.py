@@ -3,6 +3,7 @@ the hot ones grouped into tuning targets (X_dispatches.csv, read back to resume)
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
+from iree_dispatch_profiler.core.values import shown_patterns
 from iree_dispatch_profiler.iree.tunable import MMT4D, DispatchRoot
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import kinds as tuned_kinds
@@ -39,7 +41,9 @@ def rank(tuner: ModelTuner, roots: dict, under: str | None, path: Path | None = 
         log(f"Dispatch ranking from {path}")
     else:
         rows, call_ms = survey(tuner, roots, s.batch_seconds, numbers, first)
-        small = choose_hot(rows, s.top, call_ms)
+        small = choose_hot(rows, s.top, call_ms, s.dispatches)
+        if s.dispatches and numbers is None and not any(r["hot"] == "yes" for r in rows):
+            raise UserError(unselected(rows, s.dispatches))
         if small:
             log(f"Target(s) {', '.join(map(str, small))} left untuned: each takes under "
                 f"{stats.MIN_EFFECT:.0%} of the whole call ({call_ms:.3f} ms), so even tuned to "
@@ -112,12 +116,15 @@ def not_tunable(root: DispatchRoot | None, flags: list[str]) -> str:
     return tuned_kinds.not_tunable(root.op)
 
 
-def choose_hot(rows: list[dict], top: int | None, call_ms: float | None = None) -> list:
+def choose_hot(rows: list[dict], top: int | None, call_ms: float | None = None,
+               dispatches: list[re.Pattern] | None = None) -> list:
     """Mark the targets to tune: the first `top`; or those of the dispatches that together
     cover COVERAGE of the time, less those whose dispatches take under stats.MIN_EFFECT of
     the whole call (`call_ms`), which even tuned to nothing could not change the call by a
     difference this tool claims (a text classifier's: 60 trials over targets of 1.3-3.7 us
-    in a 0.12 ms call). Those left out, in rank order."""
+    in a 0.12 ms call). Those left out, in rank order. `dispatches` (--dispatches): only the
+    targets of the dispatches a pattern finds, all of them (or the first `top`): the user's
+    choice, not the timing's."""
     target_ms: dict = {}
     for row in rows:
         if row["target"] != "":
@@ -127,8 +134,13 @@ def choose_hot(rows: list[dict], top: int | None, call_ms: float | None = None) 
     for row in rows:
         if row["target"] == "" or row["target"] in chosen or row["target"] in small:
             continue
+        if dispatches and not any(p.search(row["dispatch"]) for p in dispatches):
+            continue
         if top is not None and len(chosen) >= top:
             break
+        if dispatches:
+            chosen.append(row["target"])
+            continue
         if top is None and row["cumulative_share"] - row["share"] >= COVERAGE:
             break
         if top is None and call_ms and target_ms[row["target"]] < stats.MIN_EFFECT * call_ms:
@@ -138,6 +150,16 @@ def choose_hot(rows: list[dict], top: int | None, call_ms: float | None = None) 
     for row in rows:
         row["hot"] = "yes" if row["target"] != "" and row["target"] in chosen else "no"
     return small
+
+
+def unselected(rows: list[dict], dispatches: list[re.Pattern]) -> str:
+    """Why --dispatches chose no target of the ranking `rows`: what it found, or what it could."""
+    shown = shown_patterns(dispatches)
+    found = [r["dispatch"] for r in rows if any(p.search(r["dispatch"]) for p in dispatches)]
+    names = found or [r["dispatch"] for r in rows]
+    listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (f"--dispatches={shown} selects no tunable dispatch of the model's {len(rows)}: "
+            + (f"{listed} not tunable" if found else f"they are {listed} (--list ranks them)"))
 
 
 def targets(rows: list[dict], roots: dict) -> list[TuningTarget]:

@@ -23,7 +23,7 @@ SCOPE = "model"
 
 def question(tuner: ModelTuner) -> dict:
     """What a stored model answer must share: the model, the target, IREE, and how the search
-    was asked (--base-flags, --flags, --top)."""
+    was asked (--base-flags, --flags, --top, --dispatches)."""
     s = tuner.s
     model = hashlib.sha256(tuner.lowered.read_bytes() + tuner.function.encode()).hexdigest()
     return {"signature": model[:32],
@@ -31,7 +31,9 @@ def question(tuner: ModelTuner) -> dict:
             "iree_version": tuner.tools.version(),
             "flags": json.dumps({"base_flags": s.base_flags, "flags": s.flag_points,
                                  "top": s.top, **({"rewrite": tuner.rewrite} if tuner.rewrite
-                                                  else {})}, sort_keys=True)}
+                                                  else {}),
+                                 **({"dispatches": [p.pattern for p in s.dispatches]}
+                                    if s.dispatches else {})}, sort_keys=True)}
 
 
 def remember(tuner: ModelTuner, result: ModelResult, targets: set[int], complete: bool) -> None:
