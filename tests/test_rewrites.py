@@ -785,7 +785,8 @@ def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path, tools):
     (IREE's dumped config is the trial's: a trial whose config was not applied is a failed
     one). The rewrite is applied here, not left to the model search. --dispatches picks the
     target: its 15 us against the 1x1 convs' 10 us is no ranking a loaded machine keeps (a CI
-    run tuned a 1x1 conv instead), and a pattern that finds only an untunable copy is an error."""
+    run tuned a 1x1 conv instead), a rerun naming another takes that one, and a pattern that
+    finds only an untunable copy is an error."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.process import run
     from iree_dispatch_profiler.ops import cpu_tiles
@@ -818,6 +819,13 @@ def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path, tools):
     lanes = cpu_tiles.lanes(cpu, cpu_tiles.DataType.parse("f32"))
     own = (trials[["tile_m", "tile_n", "vector_m", "vector_n"]] == [8, 8 * lanes, 4, lanes]).all(axis=1)
     assert (~own).sum() >= 2 and (trials["config_applied"] == "yes").all()
+    # a rerun naming another dispatch tunes that one: the ranking it resumes from chooses again
+    again = run_script(*common, "--dispatches", "matmul_like_32x256x32", "--n-trial", "1",
+                       "--tuner", "random")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Dispatch ranking from" in again.stdout
+    assert re.findall(r"^target \d+: .* in (\S+):", again.stdout, re.M) == [
+        "main$async_dispatch_5_matmul_like_32x256x32_f32"]
 
 
 @pytest.mark.iree

@@ -39,11 +39,14 @@ def rank(tuner: ModelTuner, roots: dict, under: str | None, path: Path | None = 
         # resume: the same targets, numbered as before
         rows = read_table(path, RANKING_COLUMNS, "a dispatch ranking")
         log(f"Dispatch ranking from {path}")
+        if s.top is not None or s.dispatches:  # this run's choice: a rerun may name others
+            choose_hot(rows, s.top, None, s.dispatches)
+            selected(rows, s.dispatches, numbers)
+            write_table(path, RANKING_COLUMNS, rows)
     else:
         rows, call_ms = survey(tuner, roots, s.batch_seconds, numbers, first)
         small = choose_hot(rows, s.top, call_ms, s.dispatches)
-        if s.dispatches and numbers is None and not any(r["hot"] == "yes" for r in rows):
-            raise UserError(unselected(rows, s.dispatches))
+        selected(rows, s.dispatches, numbers)
         if small:
             log(f"Target(s) {', '.join(map(str, small))} left untuned: each takes under "
                 f"{stats.MIN_EFFECT:.0%} of the whole call ({call_ms:.3f} ms), so even tuned to "
@@ -150,6 +153,14 @@ def choose_hot(rows: list[dict], top: int | None, call_ms: float | None = None,
     for row in rows:
         row["hot"] = "yes" if row["target"] != "" and row["target"] in chosen else "no"
     return small
+
+
+def selected(rows: list[dict], dispatches: list[re.Pattern] | None,
+             numbers: dict[Matcher, int] | None) -> None:
+    """Refuse a first ranking (no `numbers`) in which --dispatches chose no target; a later
+    one, under other flags, may have nothing new to tune."""
+    if dispatches and numbers is None and not any(r["hot"] == "yes" for r in rows):
+        raise UserError(unselected(rows, dispatches))
 
 
 def unselected(rows: list[dict], dispatches: list[re.Pattern]) -> str:
