@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import DATA_DIR as DATA, QUICK_MODEL as QUICK, QUICK_TUNING, curated, run_script
+from helpers import (DATA_DIR as DATA, QUICK_MODEL as QUICK, QUICK_TUNING, curated, one_line_error,
+                     run_script)
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
@@ -843,3 +844,23 @@ def test_a_dynamic_batch_model_is_searched_with_the_sets_of_its_ops(tmp_path):
     assert len(tiling) == 1 and tiling["status"].iloc[0] == "ok"
     assert not record["name"].str.contains("im2col|conv").any(), record["name"].tolist()
 
+
+def test_list_ranks_the_dispatches_under_base_flags(tmp_path):
+    """--list --base-flags ranks under those flags: the names --dispatches finds when tuning
+    under them (data tiling's mmt4d, where IREE's default has matmuls); a pattern of the
+    default's names there is an error that says under which flags it looked."""
+    from iree_dispatch_profiler.core.library import EARLY_DATA_TILING
+
+    common = ["autotune.py", "--input", MLP, "--model", "--list", "--output", tmp_path / "x.csv"]
+    tiled = f"--base-flags={' '.join(EARLY_DATA_TILING)}"
+    default = run_script(*common)
+    assert default.returncode == 0, default.stderr
+    assert "_matmul_64x512x256_f32 " in default.stdout and "mmt4d" not in default.stdout
+    under = run_script(*common, tiled)
+    assert under.returncode == 0, under.stderr
+    assert re.search(r"^Dispatches under the flags given:$", under.stdout, re.M)
+    assert re.search(r"_mmt4d_\S+ +linalg.mmt4d .*\(hot\)$", under.stdout, re.M)
+    assert "_matmul_64x512x256_f32 " not in under.stdout
+    refused = run_script(*common, tiled, "--dispatches", "_matmul_64x512x256_")
+    one_line_error(refused, " and 3 more under the flags given (`--list --base-flags=` with them")
+    assert "_mmt4d_" in refused.stderr  # of the first four named: the costliest

@@ -455,6 +455,8 @@ def test_dispatches_chooses_the_targets_of_the_dispatches_it_names():
     assert unselected(rows(), [re.compile("x"), re.compile("x")]) == (
         "--dispatches=x selects no tunable dispatch of the model's 5: they are mm_a, conv_b, "
         "copy_c, mm_d and 1 more (--list ranks them)")
+    assert unselected(rows(), [re.compile("x")], "data_tiling_early").endswith(
+        "and 1 more under the flags data_tiling_early (`--list --base-flags=` with them ranks them so)")
 
 
 def test_the_budget_goes_where_the_expected_gain_is():

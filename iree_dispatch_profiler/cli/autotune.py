@@ -70,7 +70,8 @@ def parser() -> options.ArgumentParser:
                             "that take 90%% of the time)")
     model.add_argument("--dispatches", type=compile_patterns, default=None, metavar="REGEX,...",
                        help="tune only the targets of the dispatches these comma-separated "
-                            "regular expressions find in their names (as --list ranks them), "
+                            "regular expressions find in their names under the flags tuned "
+                            "under (--list --base-flags=\"...\" ranks them by those names), "
                             "however little time they take; with --top N, the N costliest")
     model.add_argument("--spec", type=Path, default=None, metavar="SPEC.mlir",
                        help="instead of tuning: check that this tuning spec applies to the "

@@ -79,9 +79,10 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
             tuner.log(tuner.store_summary(1, 1))
             return verdict.conclude(tuner, rows, result, in_spec)
     flags = flag_search.FlagChoice(None)
-    # --list ranks the dispatches of IREE's default, quickly; a given spec is checked under
-    # IREE's default flags or --base-flags
-    if not s.list_only and (s.spec is None or s.base_flags is not None):
+    # --list ranks the dispatches of IREE's default, quickly, or of --base-flags (the names
+    # --dispatches finds under them); a given spec is checked under IREE's default flags or
+    # --base-flags
+    if s.base_flags is not None or not s.list_only and s.spec is None:
         # a dispatch of dynamic shapes has no benchmark IREE dumps, so no root op of a known
         # kind (a dynamic batch's matmuls ran 2.3x faster data-tiled, a set no kind found):
         # its kinds are those of the lowered model's ops (no im2col for a language model)

@@ -41,12 +41,12 @@ def rank(tuner: ModelTuner, roots: dict, under: str | None, path: Path | None = 
         log(f"Dispatch ranking from {path}")
         if s.top is not None or s.dispatches:  # this run's choice: a rerun may name others
             choose_hot(rows, s.top, None, s.dispatches)
-            selected(rows, s.dispatches, numbers)
+            selected(rows, s.dispatches, numbers, under)
             write_table(path, RANKING_COLUMNS, rows)
     else:
         rows, call_ms = survey(tuner, roots, s.batch_seconds, numbers, first)
         small = choose_hot(rows, s.top, call_ms, s.dispatches)
-        selected(rows, s.dispatches, numbers)
+        selected(rows, s.dispatches, numbers, under)
         if small:
             log(f"Target(s) {', '.join(map(str, small))} left untuned: each takes under "
                 f"{stats.MIN_EFFECT:.0%} of the whole call ({call_ms:.3f} ms), so even tuned to "
@@ -156,21 +156,26 @@ def choose_hot(rows: list[dict], top: int | None, call_ms: float | None = None,
 
 
 def selected(rows: list[dict], dispatches: list[re.Pattern] | None,
-             numbers: dict[Matcher, int] | None) -> None:
+             numbers: dict[Matcher, int] | None, under: str | None) -> None:
     """Refuse a first ranking (no `numbers`) in which --dispatches chose no target; a later
     one, under other flags, may have nothing new to tune."""
     if dispatches and numbers is None and not any(r["hot"] == "yes" for r in rows):
-        raise UserError(unselected(rows, dispatches))
+        raise UserError(unselected(rows, dispatches, under))
 
 
-def unselected(rows: list[dict], dispatches: list[re.Pattern]) -> str:
-    """Why --dispatches chose no target of the ranking `rows`: what it found, or what it could."""
+def unselected(rows: list[dict], dispatches: list[re.Pattern], under: str | None = None) -> str:
+    """Why --dispatches chose no target of the ranking `rows` (under the flags named `under`:
+    data tiling renames a matmul's dispatch mmt4d): what it found, or what it could."""
     shown = shown_patterns(dispatches)
     found = [r["dispatch"] for r in rows if any(p.search(r["dispatch"]) for p in dispatches)]
     names = found or [r["dispatch"] for r in rows]
     listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return (f"--dispatches={shown} selects no tunable dispatch of the model's {len(rows)}: "
-            + (f"{listed} not tunable" if found else f"they are {listed} (--list ranks them)"))
+    head = f"--dispatches={shown} selects no tunable dispatch of the model's {len(rows)}: "
+    if found:
+        return f"{head}{listed} not tunable"
+    return (f"{head}they are {listed}"
+            + (f" under the flags {under} (`--list --base-flags=` with them ranks them so)"
+               if under else " (--list ranks them)"))
 
 
 def targets(rows: list[dict], roots: dict) -> list[TuningTarget]:
