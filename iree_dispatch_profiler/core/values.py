@@ -142,6 +142,11 @@ def compile_patterns(text: str) -> list[re.Pattern]:
     return patterns
 
 
+def matches(name: str, patterns: list[re.Pattern]) -> bool:
+    """Whether a pattern of compile_patterns' finds itself in the dispatch `name`."""
+    return any(p.search(name) for p in patterns)
+
+
 def shown_patterns(patterns: list[re.Pattern]) -> str:
     """compile_patterns' patterns as the option's text again, once each."""
     return ",".join(dict.fromkeys(p.pattern for p in patterns))

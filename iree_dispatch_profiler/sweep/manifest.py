@@ -13,7 +13,7 @@ from typing import Iterable
 
 from iree_dispatch_profiler.core.files import write_atomically
 from iree_dispatch_profiler.core.library import Target, TuningConfiguration, UserError
-from iree_dispatch_profiler.core.values import shown_patterns
+from iree_dispatch_profiler.core.values import matches, shown_patterns
 from iree_dispatch_profiler.ops import mlir_text
 from iree_dispatch_profiler.ops.registry import Operation, operation_from_json
 
@@ -81,7 +81,7 @@ def select(dispatches: Iterable[Dispatch], patterns: list[re.Pattern] | None) ->
     dispatches = list(dispatches)
     if not patterns:
         return dispatches
-    chosen = [d for d in dispatches if any(p.search(d.name) for p in patterns)]
+    chosen = [d for d in dispatches if matches(d.name, patterns)]
     if not chosen:
         shown = shown_patterns(patterns)
         raise UserError(f"--dispatches={shown} selects none of the {len(dispatches)} dispatches")

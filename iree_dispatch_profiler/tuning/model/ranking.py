@@ -11,7 +11,7 @@ import numpy as np
 
 from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
-from iree_dispatch_profiler.core.values import shown_patterns
+from iree_dispatch_profiler.core.values import matches, shown_patterns
 from iree_dispatch_profiler.iree.tunable import MMT4D, DispatchRoot
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import kinds as tuned_kinds
@@ -137,7 +137,7 @@ def choose_hot(rows: list[dict], top: int | None, call_ms: float | None = None,
     for row in rows:
         if row["target"] == "" or row["target"] in chosen or row["target"] in small:
             continue
-        if dispatches and not any(p.search(row["dispatch"]) for p in dispatches):
+        if dispatches and not matches(row["dispatch"], dispatches):
             continue
         if top is not None and len(chosen) >= top:
             break
@@ -167,7 +167,7 @@ def unselected(rows: list[dict], dispatches: list[re.Pattern], under: str | None
     """Why --dispatches chose no target of the ranking `rows` (under the flags named `under`:
     data tiling renames a matmul's dispatch mmt4d): what it found, or what it could."""
     shown = shown_patterns(dispatches)
-    found = [r["dispatch"] for r in rows if any(p.search(r["dispatch"]) for p in dispatches)]
+    found = [r["dispatch"] for r in rows if matches(r["dispatch"], dispatches)]
     names = found or [r["dispatch"] for r in rows]
     listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     head = f"--dispatches={shown} selects no tunable dispatch of the model's {len(rows)}: "

@@ -11,6 +11,7 @@ import json
 import time
 
 from iree_dispatch_profiler.core import stats
+from iree_dispatch_profiler.core.values import shown_patterns
 from iree_dispatch_profiler.store import results
 from iree_dispatch_profiler.tuning import spec as tuning_spec
 from iree_dispatch_profiler.tuning.flags import FlagSet
@@ -32,7 +33,7 @@ def question(tuner: ModelTuner) -> dict:
             "flags": json.dumps({"base_flags": s.base_flags, "flags": s.flag_points,
                                  "top": s.top, **({"rewrite": tuner.rewrite} if tuner.rewrite
                                                   else {}),
-                                 **({"dispatches": [p.pattern for p in s.dispatches]}
+                                 **({"dispatches": shown_patterns(s.dispatches)}
                                     if s.dispatches else {})}, sort_keys=True)}
 
 
