@@ -247,7 +247,7 @@ def beyond_reach(floor: dict, torch_ms: float) -> str:
     compute ceiling (autotune.py's floor) against PyTorch's best call. Where 1.25x faster
     needs the whole call near 100% of the ceiling, the goal is the machine's, not the tuner's."""
     return (f"compute floor {floor['ms']:.3f} ms ({floor['gflop']:.3g} GFLOP of contractions "
-            f"at {floor['ceiling_gflops']:.0f} GFLOP/s): PyTorch eager's call at "
+            f"at {floor['at']}): PyTorch eager's call at "
             f"{floor['ms'] / torch_ms:.0%} of the ceiling; {GOAL}x faster than it needs the call "
             f"at {floor['ms'] * GOAL / torch_ms:.0%}")
 

@@ -296,5 +296,31 @@ def test_the_calibration_kernels_compile_for_other_cpus(tools, cpu, triple):
 
     target = resolve_target(tools, Target(cpu=cpu, target_triple=triple))
     with Timers("device-profiling", tools) as timers:
-        built = calibration.Calibration(tools, target, "local-task", timers, False).build()
+        calibrate = calibration.Calibration(tools, target, "local-task", timers, False)
+        built = calibrate.build()
+        # the other elements' ceilings too, on CPUs without their arithmetic (skylake-avx512
+        # and neoverse-n1 have no bf16 dot product): IREE's rate there is their ceiling
+        bf16 = calibrate.build_kernel(calibration.ELEMENT_KERNELS["bf16"])
     assert set(built) == {"compute", "memory"} and all(p.stat().st_size > 0 for p in built.values())
+    assert bf16 is not None and bf16.stat().st_size > 0
+
+
+@pytest.mark.iree
+def test_an_elements_ceiling_is_measured_once_where_a_kernel_has_it(tools, tmp_path):
+    """A bf16 contraction's ceiling is IREE's in-cache bf16 mmt4d on its microkernel, timed
+    when first asked for, then kept; an element without a kernel (f16), the session's own
+    (f32) and a calibration that is off get none."""
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.iree.timers import Timers
+
+    target = resolve_target(tools, Target(Device.LLVMCPU, "host"))
+    with Timers("device-profiling", tools, log_dir=tmp_path) as timers:
+        calibrate = calibration.Calibration(tools, target, "local-task", timers, False, "quick")
+        found = calibrate.element_ceilings({"bf16", "f16", "f32"})
+        assert set(found) == {"bf16"}, calibrate.reason
+        kernel, reading = found["bf16"]
+        assert kernel.flags == ("--iree-llvmcpu-enable-ukernels=all",)
+        assert 0 < reading.low <= reading.rate <= reading.high
+        assert calibrate.element_ceilings({"bf16"})["bf16"][1] is reading  # not timed again
+        off = calibration.Calibration(tools, target, "local-task", timers, False, calibration.OFF)
+        assert off.element_ceilings({"bf16"}) == {}

@@ -498,6 +498,11 @@ def test_the_budget_goes_where_the_expected_gain_is():
     int8 = dataclasses.replace(MATMUL, input_element="i8", accumulator_element="i32")
     assert floor_ms(dataclasses.replace(target, op=int8), {"gflops": 300.0}) == 0.0
     assert floor_ms(target, None) == 0.0
+    # ... or at its element's own ceiling, where one was measured for it
+    bf16 = dataclasses.replace(target, op=dataclasses.replace(MATMUL, input_element="bf16"))
+    assert floor_ms(bf16, {"gflops": 300.0}, {"bf16": 600.0}) == pytest.approx(5.0)
+    assert floor_ms(dataclasses.replace(target, op=int8), {"gflops": 300.0}, {"bf16": 600.0}) == 0.0
+    assert floor_ms(target, {"gflops": 300.0}, {"bf16": 600.0}) == pytest.approx(10.0)
 
 
 @pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
@@ -898,6 +903,28 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
         line for line in lines if line.split()[0] == "d_bf")
     assert lines[-1].startswith("  its f32 contractions' work") and lines[-1].endswith(
         "of it (its bf16 contractions not counted)")
+    # with a bf16 ceiling measured (calibration.element_ceilings): its dispatches against it,
+    # and their work in the floor at the faster of it and their own rates
+    measured = verdict.dispatch_rows(rows, mixed, set(), {}, 100.0, {"bf16": 50.0})
+    assert measured[-1]["of_ceiling"] == pytest.approx(MATMUL.flops / 1e6 / 50.0)
+    assert measured[0]["of_ceiling"] == with_bf16[0]["of_ceiling"]  # f32's against its own
+    both = verdict.compute_floor(measured, [{"gflops": 300.0}], {"bf16": 50.0})
+    bf16_gflop = MATMUL.flops / 1e9  # d_bf's (d_it is not a ranked row)
+    assert both["ceilings"] == pytest.approx({"f32": 300.0, "bf16": MATMUL.flops / 1e6})
+    assert both["gflop"] == pytest.approx(floor["gflop"] + bf16_gflop)
+    assert both["ms"] == pytest.approx(floor["ms"] + bf16_gflop / both["ceilings"]["bf16"] * 1e3)
+    assert both["at"] == f"300 GFLOP/s for f32, {both['ceilings']['bf16']:.0f} for bf16"
+    lines = verdict.time_goes_lines(measured, mixed, {"gflops": 100.0}, both, {"bf16": 50.0})
+    assert lines[0].endswith("; bf16 contractions against 50 GFLOP/s, IREE's in-cache bf16 "
+                             "mmt4d):")
+    assert "98.3 GFLOP/s, 197% of the bf16 ceiling" in next(
+        line for line in lines if line.split()[0] == "d_bf")
+    assert lines[-1].startswith("  its contractions' work") and "(the fastest rates seen)" in lines[-1]
+    # a model of bf16 contractions alone has a floor at the bf16 ceiling
+    alone = [d for d in measured if d["uncalibrated"] or not d["gflops"]]
+    assert verdict.compute_floor(alone, [{"gflops": 300.0}]) is None
+    only = verdict.compute_floor(alone, [{"gflops": 300.0}], {"bf16": 500.0})
+    assert only["ceiling_gflops"] is None and only["at"] == "500 GFLOP/s"
     # a whole call timed below its dispatches' sum (other processes): no negative remainder
     quick = dataclasses.replace(result, times={"tuned": (Estimate(3.5, 3.4, 3.6, 0.01, 10), 3.0)})
     assert verdict.time_goes_lines(dispatches, quick, None)[-1] == (

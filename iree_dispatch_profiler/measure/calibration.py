@@ -75,6 +75,7 @@ class Kernel:
     about: str
     mlir: str = ""
     inputs: tuple[str, ...] = ()  # splat --input values: the values do not change the time
+    flags: tuple[str, ...] = ("--iree-llvmcpu-enable-ukernels=none",)  # iree-compile's
 
 
 KERNELS = (
@@ -85,6 +86,18 @@ KERNELS = (
     Kernel("blas", "GFLOP/s", 2 * BLAS_SIZE**3 / 1e6, f"numpy {BLAS_SIZE}^3 f32 GEMM"),
 )
 BY_NAME = {k.name: k for k in KERNELS}
+# The ceilings of contractions of other inputs, each IREE's in-cache mmt4d of that element,
+# measured where a model has such contractions: not every session. On its microkernel: the
+# generated bf16 mmt4d ran 160 GFLOP/s against the microkernel's 698 (Zen 5, avx512_bf16;
+# the f32 kernel 350), and a bf16 MLP's data-tiled matmuls ran at 730-743 GFLOP/s.
+ELEMENT_KERNELS = {
+    "bf16": Kernel("compute_bf16", "GFLOP/s", 2 * 256**3 / 1e6,
+                   "IREE linalg.mmt4d 256^3 bf16 -> f32, microkernel, in cache",
+                   _COMPUTE_MLIR.replace("@compute", "@compute_bf16")
+                   .replace("16x256x16x1xf32", "16x128x16x2xbf16"),
+                   ("16x128x16x2xbf16=1", "16x128x16x2xbf16=1"),
+                   ("--iree-llvmcpu-enable-ukernels=all",)),
+}
 SENTINEL = "compute"  # the kernel also timed in every operation's rounds
 # How each kernel's change is said: "the machine ran compute-bound kernels 15% slower"
 SAID = {"compute": "compute-bound kernels", "memory": "memory-bound kernels",
@@ -279,6 +292,7 @@ class Calibration:
         self.tools, self.target, self.device, self.timers = tools, target, device, timers
         self.local, self.level, self.timeout = local, level, timeout
         self.built: dict[str, Path] | None = None
+        self.elements: dict[str, Reading | None] = {}  # element_ceilings' readings
         self.reason = ""
 
     def folder(self) -> Path:
@@ -291,27 +305,53 @@ class Calibration:
         its reason kept."""
         if self.built is not None:
             return self.built
-        self.built, folder = {}, self.folder()
-        folder.mkdir(parents=True, exist_ok=True)
+        self.built = {}
         for kernel in KERNELS:
-            if not kernel.mlir:
-                continue
-            vmfb = folder / f"{kernel.name}.vmfb"
-            if not vmfb.is_file():
-                source = folder / f"{kernel.name}.mlir"
-                write_atomically(source, kernel.mlir)
-                partial = folder / f".{kernel.name}.{os.getpid()}.vmfb"
-                command = compile_command(self.tools, self.target, source, partial,
-                                          ["--iree-llvmcpu-enable-ukernels=none"])
-                result = run(command, self.timeout)
-                write_atomically(folder / f"{kernel.name}.compile.log", result.stderr)
-                if not result.ok:
-                    partial.unlink(missing_ok=True)
-                    self.reason = result.failure("iree-compile", self.timeout)
-                    continue
-                os.replace(partial, vmfb)  # two sessions building at once: either copy wins
-            self.built[kernel.name] = vmfb
+            vmfb = self.build_kernel(kernel) if kernel.mlir else None
+            if vmfb is not None:
+                self.built[kernel.name] = vmfb
         return self.built
+
+    def build_kernel(self, kernel: Kernel) -> Path | None:
+        """`kernel`'s vmfb, compiled the first time; None where it fails (`reason` says why)."""
+        folder = self.folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        vmfb = folder / f"{kernel.name}.vmfb"
+        if not vmfb.is_file():
+            source = folder / f"{kernel.name}.mlir"
+            write_atomically(source, kernel.mlir)
+            partial = folder / f".{kernel.name}.{os.getpid()}.vmfb"
+            command = compile_command(self.tools, self.target, source, partial, list(kernel.flags))
+            result = run(command, self.timeout)
+            write_atomically(folder / f"{kernel.name}.compile.log", result.stderr)
+            if not result.ok:
+                partial.unlink(missing_ok=True)
+                self.reason = result.failure("iree-compile", self.timeout)
+                return None
+            os.replace(partial, vmfb)  # two sessions building at once: either copy wins
+        return vmfb
+
+    def element_ceilings(self, elements) -> dict[str, tuple[Kernel, Reading]]:
+        """element -> (its kernel, its rate), for those of `elements` that ELEMENT_KERNELS
+        has and that compile and time here; each measured once a session (None: not)."""
+        if self.level == OFF or self.target.device is not Device.LLVMCPU:
+            return {}
+        settings = LEVELS[self.level]
+        for element in sorted(set(elements) & set(ELEMENT_KERNELS) - set(self.elements)):
+            kernel, self.elements[element] = ELEMENT_KERNELS[element], None
+            vmfb = self.build_kernel(kernel)
+            if vmfb is None:
+                continue
+            timer = self.timers.benchmark(vmfb, kernel.name, self.device, list(kernel.inputs),
+                                          timeout=self.timeout, per_dispatch=True)
+            outcome = measure([Candidate(kernel.name, timer.sample)], None, Protocol(
+                precision=0.01, time_budget=settings.time_budget,
+                seconds_per_sample=settings.seconds_per_sample,
+                min_rounds=settings.rounds)).outcomes[kernel.name]
+            if outcome.runtime.has_interval:
+                self.elements[element] = Reading.of(kernel, outcome.runtime)
+        return {e: (ELEMENT_KERNELS[e], r) for e in elements
+                if (r := self.elements.get(e)) is not None}
 
     def measure(self) -> MachineState:
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")

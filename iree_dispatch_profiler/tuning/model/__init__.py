@@ -237,6 +237,7 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
     log(f"Search budget: {seconds:g} s of trials{why}")
     deadline = time.perf_counter() + seconds
     peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
+    others = tuner.ceilings({target.op.input_element for target in chosen}) if peak else {}
     tasks, results = [], []
     for target in chosen:
         space = tuning_space.build(target.op, cpu, s.lists, {})
@@ -251,7 +252,7 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
             results.append(reused)
         else:
             tasks.append(budget.Task(target, space, seeded(tuner, target.op, space),
-                                     floor_ms=budget.floor_ms(target, peak)))
+                                     floor_ms=budget.floor_ms(target, peak, others)))
     began = time.perf_counter()
     budget.schedule(tuner, tasks, earlier, writer, deadline)
     searched, trials = time.perf_counter() - began, sum(len(t.rows) for t in tasks) or 1

@@ -29,13 +29,15 @@ EXPLORATION = 0.05  # the relative gain a target is credited with when its last 
 CAP = 3
 
 
-def floor_ms(target: TuningTarget, peak: dict | None) -> float:
-    """Its work a model call at the session's compute ceiling (`peak`); 0 (unknown) without
-    one, or for inputs the ceiling is not of (an int8 matmul past the f32 ceiling would be
-    called done at a quarter of what avx512_vnni runs)."""
-    if peak is None or target.op.input_element != CEILING_ELEMENT:
-        return 0.0
-    return target.flops / (peak["gflops"] * 1e6)
+def floor_ms(target: TuningTarget, peak: dict | None, others: dict[str, float] | None = None
+             ) -> float:
+    """Its work a model call at the session's compute ceiling (`peak`), or at the ceiling of
+    its inputs' element in `others` (element -> GFLOP/s); 0 (unknown) without one: an int8
+    matmul past the f32 ceiling would be called done at a quarter of what avx512_vnni runs."""
+    element = target.op.input_element
+    gflops = (peak["gflops"] if peak else None) if element == CEILING_ELEMENT else (
+        (others or {}).get(element))
+    return target.flops / (gflops * 1e6) if gflops else 0.0
 
 
 @dataclass

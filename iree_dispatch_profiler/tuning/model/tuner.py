@@ -9,6 +9,7 @@ from typing import Sequence
 from iree_dispatch_profiler.iree import tunable
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.timing import Benchmark
+from iree_dispatch_profiler.measure.calibration import CEILING_ELEMENT
 from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning import space as tuning_space
 from iree_dispatch_profiler.tuning import spec as tuning_spec
@@ -97,6 +98,17 @@ class ModelTuner(Tuner):
                                         f"--iree-hal-dump-executable-benchmarks-to={dump}"])
         roots = tunable.dispatch_roots(dump, self.function) if not build.reason else {}
         return build, roots
+
+    def ceilings(self, elements) -> dict[str, float]:
+        """element -> GFLOP/s: the compute ceilings of contractions of `elements` other than
+        the session's (calibration.element_ceilings), each said once when first measured."""
+        said = set(self.calibration.elements)
+        found = self.calibration.element_ceilings(set(elements) - {CEILING_ELEMENT})
+        for element, (kernel, r) in found.items():
+            if element not in said:
+                self.log(f"Ceiling of {element} contractions: {r.rate:.0f} GFLOP/s "
+                         f"[{r.low:.0f}, {r.high:.0f}] ({kernel.about})")
+        return {element: r.rate for element, (_, r) in found.items()}
 
     def data_tiling_build(self) -> Build:
         """IREE's data tiling (compiled once, by the flag search or here); its failure to

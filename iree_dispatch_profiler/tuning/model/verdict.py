@@ -215,11 +215,12 @@ def verdict_lines(result: ModelResult) -> list[str]:
 
 
 def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int],
-                  trials: dict[int, int], ceiling: float | None = None) -> list[dict]:
+                  trials: dict[int, int], ceiling: float | None = None,
+                  others: dict[str, float] | None = None) -> list[dict]:
     """Each ranked dispatch before (the flags alone) and after (with the spec), its share of
     each, its target's trials (the budget's choice) and speedup in the final session, and the
-    answer's GFLOP/s there against the session's compute `ceiling` (where its root op's work
-    is known)."""
+    answer's GFLOP/s there against the session's compute `ceiling`, or the ceiling of its
+    inputs' element in `others` (where its root op's work is known)."""
     total = {when: sum(times.get(r["dispatch"], 0.0) for r in rows) or math.nan
              for when, times in (("before", result.default_ms), ("after", result.tuned_ms))}
     dispatches = []
@@ -231,6 +232,7 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
         flops = result.work.get(row["dispatch"])
         gflops = flops / (after * 1e6) if flops and after > 0 else None
         element = result.uncalibrated.get(row["dispatch"], "")
+        against = (others or {}).get(element) if element else ceiling
         dispatches.append({
             "dispatch": row["dispatch"], "root": f"{row['root']} {row['shape']}",
             "share": float(row["share"]), "before_ms": before, "after_ms": after,
@@ -242,7 +244,7 @@ def dispatch_rows(rows: list[dict], result: ModelResult, tuned_targets: set[int]
             "trials": trials.get(number, 0) if number is not None else 0,
             "in_spec": "yes" if number in tuned_targets else "no",
             "gflops": gflops, "uncalibrated": element,
-            "of_ceiling": gflops / ceiling if gflops and ceiling and not element else None})
+            "of_ceiling": gflops / against if gflops and against else None})
     return dispatches
 
 
@@ -250,12 +252,13 @@ SHOWN_DISPATCHES = 5
 
 
 def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict | None,
-                    floor: dict | None = None) -> list[str]:
+                    floor: dict | None = None, others: dict[str, float] | None = None
+                    ) -> list[str]:
     """Where the answer's call goes: its slowest dispatches, each at its GFLOP/s against this
-    session's compute ceiling (how far IREE's code for it is from the fastest kernel measured
-    on this machine; over 100% where it beats that kernel), and the time the call
-    takes beyond its dispatches (runtime work no config changes); with `floor`
-    (compute_floor's), the call against it."""
+    session's compute ceiling or its element's in `others` (how far IREE's code for it is
+    from the fastest kernel measured on this machine; over 100% where it beats that kernel),
+    and the time the call takes beyond its dispatches (runtime work no config changes); with
+    `floor` (compute_floor's), the call against it."""
     build = "tuned" if "tuned" in result.times else DEFAULT
     shown = sorted((d for d in dispatches if d["after_ms"] > 0), key=lambda d: -d["after_ms"])
     if build not in result.times or not shown:
@@ -264,13 +267,16 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
     about = (f"against this session's compute ceiling, {ceiling['gflops']:.0f} GFLOP/s: the faster "
              "of IREE's in-cache mmt4d and numpy's GEMM" if ceiling
              else "no compute ceiling measured (--calibration off)")
+    about += "".join(f"; {element} contractions against {gflops:.0f} GFLOP/s, IREE's in-cache "
+                     f"{element} mmt4d" for element, gflops in sorted((others or {}).items()))
     lines = [f"Where the answer's call goes ({about}):"]
     width = max(len(d["dispatch"]) for d in shown[:SHOWN_DISPATCHES])
     for d in shown[:SHOWN_DISPATCHES]:
         if d["gflops"]:
             rate = f"{d['gflops']:6.1f} GFLOP/s"
             if d["of_ceiling"]:
-                rate += f", {d['of_ceiling']:4.0%} of the ceiling"
+                rate += (f", {d['of_ceiling']:4.0%} of the "
+                         f"{d['uncalibrated'] + ' ' if d['uncalibrated'] else ''}ceiling")
             elif d["uncalibrated"] and ceiling:
                 rate += f", {d['uncalibrated']} inputs: no ceiling measured for them"
         else:
@@ -289,32 +295,47 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
         lines.append(f"  the call beyond its dispatches {beyond:.4f} ms {beyond / call:.1%} (whole "
                      f"call {call:.3f} ms, dispatches {summed:.3f} ms: the runtime's own work)")
     if floor:
-        left = sorted({d["uncalibrated"] for d in dispatches if d["uncalibrated"]})
-        lines.append(f"  its {CEILING_ELEMENT + ' ' if left else ''}contractions' work, "
+        left = sorted({d["uncalibrated"] for d in dispatches if d["uncalibrated"]}
+                      - set(floor["ceilings"]))
+        counted = " and ".join(floor["ceilings"]) + " " if left else ""
+        lines.append(f"  its {counted}contractions' work, "
                      f"{floor['gflop']:.3g} GFLOP a call (padding included), at "
-                     f"{floor['ceiling_gflops']:.0f} GFLOP/s (the fastest rate seen): "
+                     f"{floor['at']} (the fastest rate{'s' if len(floor['ceilings']) > 1 else ''} seen): "
                      f"{floor['ms']:.3f} ms, the floor of its call; the call at "
                      f"{floor['ms'] / call:.0%} of it"
                      + (f" (its {', '.join(left)} contractions not counted)" if left else ""))
     return lines
 
 
-def compute_floor(dispatches: list[dict], peaks: list[dict | None]) -> dict | None:
-    """The answer's contraction work a call and its time at the session's compute ceiling:
+def compute_floor(dispatches: list[dict], peaks: list[dict | None],
+                  others: dict[str, float] | None = None) -> dict | None:
+    """The answer's contraction work a call and its time at the session's compute ceilings:
     what the answer's call cannot beat (its memory-bound ops come on top; a build padding its
     tiles less could beat it by that padding, 3% on BERT's 128 rows). Beside another
-    implementation's time it says how far any tuning could take the model past it. The
-    ceiling is the fastest rate seen, of the session's calibrations (`peaks`: a VM's phases
-    move them) and the answer's own dispatches, so that the floor is never set too high;
-    contractions of other inputs than the ceiling's are left out (their rates are others)."""
-    counted = [d for d in dispatches if d["gflops"] and not d["uncalibrated"]]
-    rates = [d["gflops"] for d in counted]
-    known = [p["gflops"] for p in peaks if p]
-    if not rates or not known:
+    implementation's time it says how far any tuning could take the model past it. Each
+    element's ceiling is the fastest rate seen, of the session's calibrations (`peaks`: a VM's
+    phases move them; `others`: element -> GFLOP/s) and the answer's own dispatches of it, so
+    that the floor is never set too high; contractions of an element without a ceiling are
+    left out (their rates are others). `ceiling_gflops` is the f32 one (None without f32
+    contractions); `at` says them all."""
+    known = {CEILING_ELEMENT: [p["gflops"] for p in peaks if p]}
+    known |= {element: [gflops] for element, gflops in (others or {}).items()}
+    ceilings, gflop, ms = {}, 0.0, 0.0
+    for element, measured in known.items():
+        counted = [d for d in dispatches if d["gflops"]
+                   and (d["uncalibrated"] or CEILING_ELEMENT) == element]
+        if not counted or not measured:
+            continue
+        ceilings[element] = max(*measured, *(d["gflops"] for d in counted))
+        work = sum(d["gflops"] * d["after_ms"] / 1e3 for d in counted)
+        gflop, ms = gflop + work, ms + work / ceilings[element] * 1e3
+    if not ceilings:
         return None
-    gflop = sum(d["gflops"] * d["after_ms"] / 1e3 for d in counted)
-    ceiling = max(*known, *rates)
-    return {"gflop": gflop, "ceiling_gflops": ceiling, "ms": gflop / ceiling * 1e3}
+    at = ", ".join(f"{gflops:.0f}{' GFLOP/s' if not i else ''}"
+                   + (f" for {element}" if len(ceilings) > 1 else "")
+                   for i, (element, gflops) in enumerate(ceilings.items()))
+    return {"gflop": gflop, "ceiling_gflops": ceilings.get(CEILING_ELEMENT), "ms": ms,
+            "ceilings": ceilings, "at": at}
 
 
 def write_report(path: Path, dispatches: list[dict], result: ModelResult,
@@ -392,11 +413,12 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
     log(answer_line(result, script))
     report_path, plot = paths.model_report, paths.model_plot
     ceiling = tuner.machine_start.peak() if tuner.machine_start is not None else None
+    others = tuner.ceilings(result.uncalibrated.values()) if ceiling else {}
     dispatches = dispatch_rows(rows, result, tuned_targets, trials or {},
-                               ceiling["gflops"] if ceiling else None)
+                               ceiling["gflops"] if ceiling else None, others)
     end = tuner.machine_end.peak() if tuner.machine_end is not None else None
-    floor = compute_floor(dispatches, [ceiling, end])
-    goes = time_goes_lines(dispatches, result, ceiling, floor)
+    floor = compute_floor(dispatches, [ceiling, end], others)
+    goes = time_goes_lines(dispatches, result, ceiling, floor, others)
     for line in goes:
         log(line)
     write_report(report_path, dispatches, result, goes)
