@@ -247,9 +247,12 @@ def test_a_loaded_machine_is_measured_slower_than_a_quiet_one(tools, tmp_path):
                 hog.kill()
                 hog.wait()
         again = calibrate.measure()
-    found = calibration.shifts(quiet, loaded)
-    said = [s.said for s in found]
-    assert any(s.significant and s.ratio.median < 1 for s in found), said
+    # a kernel significantly slower loaded than quiet, against either quiet reading: a VM's
+    # spell once slowed the first one alone (a make test on the Zen 5: loaded, compute 16%
+    # faster [+1%, +70%], memory and BLAS 30% and 50% slower with intervals past 1)
+    found = [calibration.shifts(q, loaded) for q in (quiet, again)]
+    said = [[s.said for s in shifts] for shifts in found]
+    assert any(s.significant and s.ratio.median < 1 for shifts in found for s in shifts), said
     # nothing gains from the hogs: no kernel faster loaded than when quiet, before and after
     # (one quiet reading alone was once slowed by a neighbour, in a test run). The in-cache
     # compute kernel is left out: it is the one the VM's spells halve (both workers busy,
@@ -298,29 +301,30 @@ def test_the_calibration_kernels_compile_for_other_cpus(tools, cpu, triple):
     with Timers("device-profiling", tools) as timers:
         calibrate = calibration.Calibration(tools, target, "local-task", timers, False)
         built = calibrate.build()
-        # the other elements' ceilings too, on CPUs without their arithmetic (skylake-avx512
-        # and neoverse-n1 have no bf16 dot product): IREE's rate there is their ceiling
-        bf16 = calibrate.build_kernel(calibration.ELEMENT_KERNELS["bf16"])
+        # the other elements' ceilings too, also on CPUs without their arithmetic (neither
+        # has a bf16 dot product): IREE's rate there is their ceiling
+        others = [calibrate.build_kernel(k) for k in calibration.ELEMENT_KERNELS.values()]
     assert set(built) == {"compute", "memory"} and all(p.stat().st_size > 0 for p in built.values())
-    assert bf16 is not None and bf16.stat().st_size > 0
+    assert all(p is not None and p.stat().st_size > 0 for p in others), calibrate.reason
 
 
 @pytest.mark.iree
 def test_an_elements_ceiling_is_measured_once_where_a_kernel_has_it(tools, tmp_path):
-    """A bf16 contraction's ceiling is IREE's in-cache bf16 mmt4d on its microkernel, timed
-    when first asked for, then kept; an element without a kernel (f16), the session's own
-    (f32) and a calibration that is off get none."""
+    """A bf16 or int8 contraction's ceiling is IREE's in-cache mmt4d of that element on its
+    microkernel, timed when first asked for, then kept; an element without a kernel (f16), the
+    session's own (f32) and a calibration that is off get none."""
     from iree_dispatch_profiler.iree.target import resolve_target
     from iree_dispatch_profiler.iree.timers import Timers
 
     target = resolve_target(tools, Target(Device.LLVMCPU, "host"))
     with Timers("device-profiling", tools, log_dir=tmp_path) as timers:
         calibrate = calibration.Calibration(tools, target, "local-task", timers, False, "quick")
-        found = calibrate.element_ceilings({"bf16", "f16", "f32"})
-        assert set(found) == {"bf16"}, calibrate.reason
-        kernel, reading = found["bf16"]
-        assert kernel.flags == ("--iree-llvmcpu-enable-ukernels=all",)
-        assert 0 < reading.low <= reading.rate <= reading.high
+        found = calibrate.element_ceilings({"bf16", "i8", "f16", "f32"})
+        assert set(found) == {"bf16", "i8"}, calibrate.reason
+        for kernel, reading in found.values():
+            assert kernel.flags == ("--iree-llvmcpu-enable-ukernels=all",)
+            assert 0 < reading.low <= reading.rate <= reading.high
+        reading = found["bf16"][1]
         assert calibrate.element_ceilings({"bf16"})["bf16"][1] is reading  # not timed again
         off = calibration.Calibration(tools, target, "local-task", timers, False, calibration.OFF)
         assert off.element_ceilings({"bf16"}) == {}

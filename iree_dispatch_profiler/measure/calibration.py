@@ -37,16 +37,22 @@ from iree_dispatch_profiler.measure.protocol import Candidate, Protocol, measure
 # A new workload makes states of the old one incomparable: bump it with any kernel's change.
 WORKLOAD = "calibration-1"
 
-_COMPUTE_MLIR = """\
-func.func @compute(%a: tensor<16x256x16x1xf32>, %b: tensor<16x256x16x1xf32>) -> tensor<16x16x16x16xf32> {
-  %zero = arith.constant 0.0 : f32
-  %empty = tensor.empty() : tensor<16x16x16x16xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<16x16x16x16xf32>) -> tensor<16x16x16x16xf32>
-  %c = linalg.mmt4d ins(%a, %b : tensor<16x256x16x1xf32>, tensor<16x256x16x1xf32>)
-                    outs(%init : tensor<16x16x16x16xf32>) -> tensor<16x16x16x16xf32>
-  return %c : tensor<16x16x16x16xf32>
-}
-"""
+
+
+def _mmt4d_mlir(name: str, element: str, k0: int, accumulator: str, zero: str) -> str:
+    """An in-cache 256^3 `linalg.mmt4d` of `element` operands (16x16xk0 inner tiles)."""
+    operand = f"tensor<16x{256 // k0}x16x{k0}x{element}>"
+    result = f"tensor<16x16x16x16x{accumulator}>"
+    return (f"func.func @{name}(%a: {operand}, %b: {operand}) -> {result} {{\n"
+            f"  %zero = arith.constant {zero} : {accumulator}\n"
+            f"  %empty = tensor.empty() : {result}\n"
+            f"  %init = linalg.fill ins(%zero : {accumulator}) outs(%empty : {result}) -> {result}\n"
+            f"  %c = linalg.mmt4d ins(%a, %b : {operand}, {operand})\n"
+            f"                    outs(%init : {result}) -> {result}\n"
+            f"  return %c : {result}\n}}\n")
+
+
+_COMPUTE_MLIR = _mmt4d_mlir("compute", "f32", 1, "f32", "0.0")
 _MEMORY_MLIR = """\
 func.func @memory(%x: tensor<6144x4096xf32>) -> tensor<6144xf32> {
   %zero = arith.constant 0.0 : f32
@@ -89,15 +95,14 @@ BY_NAME = {k.name: k for k in KERNELS}
 # The ceilings of contractions of other inputs, each IREE's in-cache mmt4d of that element,
 # measured where a model has such contractions: not every session. On its microkernel: the
 # generated bf16 mmt4d ran 160 GFLOP/s against the microkernel's 698 (Zen 5, avx512_bf16;
-# the f32 kernel 350), and a bf16 MLP's data-tiled matmuls ran at 730-743 GFLOP/s.
+# the f32 kernel 350), and a bf16 MLP's data-tiled matmuls ran at 730-743 GFLOP/s. Their
+# inner tiles are those IREE's data tiling gives a model's bf16 and int8 matmuls there.
 ELEMENT_KERNELS = {
-    "bf16": Kernel("compute_bf16", "GFLOP/s", 2 * 256**3 / 1e6,
-                   "IREE linalg.mmt4d 256^3 bf16 -> f32, microkernel, in cache",
-                   _COMPUTE_MLIR.replace("@compute", "@compute_bf16")
-                   .replace("16x256x16x1xf32", "16x128x16x2xbf16"),
-                   ("16x128x16x2xbf16=1", "16x128x16x2xbf16=1"),
-                   ("--iree-llvmcpu-enable-ukernels=all",)),
-}
+    element: Kernel(f"compute_{element}", "GFLOP/s", 2 * 256**3 / 1e6,
+                    f"IREE linalg.mmt4d 256^3 {element} -> {accumulator}, microkernel, in cache",
+                    _mmt4d_mlir(f"compute_{element}", element, 2, accumulator, zero),
+                    (f"16x128x16x2x{element}=1",) * 2, ("--iree-llvmcpu-enable-ukernels=all",))
+    for element, accumulator, zero in (("bf16", "f32", "0.0"), ("i8", "i32", "0"))}
 SENTINEL = "compute"  # the kernel also timed in every operation's rounds
 # How each kernel's change is said: "the machine ran compute-bound kernels 15% slower"
 SAID = {"compute": "compute-bound kernels", "memory": "memory-bound kernels",
