@@ -341,18 +341,13 @@ class Calibration:
         has and that compile and time here; each measured once a session (None: not)."""
         if self.level == OFF or self.target.device is not Device.LLVMCPU:
             return {}
-        settings = LEVELS[self.level]
         for element in sorted(set(elements) & set(ELEMENT_KERNELS) - set(self.elements)):
             kernel, self.elements[element] = ELEMENT_KERNELS[element], None
             vmfb = self.build_kernel(kernel)
             if vmfb is None:
                 continue
-            timer = self.timers.benchmark(vmfb, kernel.name, self.device, list(kernel.inputs),
-                                          timeout=self.timeout, per_dispatch=True)
-            outcome = measure([Candidate(kernel.name, timer.sample)], None, Protocol(
-                precision=0.01, time_budget=settings.time_budget,
-                seconds_per_sample=settings.seconds_per_sample,
-                min_rounds=settings.rounds)).outcomes[kernel.name]
+            outcome = self.timed([Candidate(kernel.name, self.timer(kernel, vmfb).sample)]
+                                 ).outcomes[kernel.name]
             if outcome.runtime.has_interval:
                 self.elements[element] = Reading.of(kernel, outcome.runtime)
         return {e: (ELEMENT_KERNELS[e], r) for e in elements
@@ -365,13 +360,8 @@ class Calibration:
         if self.target.device is not Device.LLVMCPU:
             return MachineState(at, reason=f"the calibration times CPUs; the target is "
                                            f"{self.target.device.value}")
-        settings = LEVELS[self.level]
-        candidates = []
-        for name, vmfb in self.build().items():
-            # a dispatch source: the kernel's own time, whatever times the session's calls
-            timer = self.timers.benchmark(vmfb, name, self.device, list(BY_NAME[name].inputs),
-                                          timeout=self.timeout, per_dispatch=True)
-            candidates.append(Candidate(name, timer.sample))
+        candidates = [Candidate(name, self.timer(BY_NAME[name], vmfb).sample)
+                      for name, vmfb in self.build().items()]
         blas = ""
         if self.local:
             a = np.ones((BLAS_SIZE, BLAS_SIZE), dtype=np.float32)
@@ -379,9 +369,7 @@ class Calibration:
             blas = blas_summary()[0]
         if not candidates:
             return MachineState(at, reason=self.reason)
-        measured = measure(candidates, None, Protocol(
-            precision=0.01, time_budget=settings.time_budget,
-            seconds_per_sample=settings.seconds_per_sample, min_rounds=settings.rounds))
+        measured = self.timed(candidates)
         readings, failures = {}, [self.reason] if self.reason else []
         for name, outcome in measured.outcomes.items():
             if outcome.runtime.has_interval:
@@ -400,10 +388,20 @@ class Calibration:
         vmfb = self.build().get(SENTINEL)
         if vmfb is None:
             return None
-        timer = self.timers.benchmark(vmfb, SENTINEL, self.device,
-                                      list(BY_NAME[SENTINEL].inputs), timeout=self.timeout,
-                                      per_dispatch=True)
-        return Candidate(f"machine sentinel ({SENTINEL})", timer.sample)
+        return Candidate(f"machine sentinel ({SENTINEL})", self.timer(BY_NAME[SENTINEL], vmfb).sample)
+
+    def timer(self, kernel: Kernel, vmfb: Path):
+        """`kernel` timed by a dispatch source: its own time, whatever times the session's
+        calls."""
+        return self.timers.benchmark(vmfb, kernel.name, self.device, list(kernel.inputs),
+                                     timeout=self.timeout, per_dispatch=True)
+
+    def timed(self, candidates: list[Candidate]):
+        """The kernels' `candidates` measured interleaved, at this calibration's level."""
+        settings = LEVELS[self.level]
+        return measure(candidates, None, Protocol(
+            precision=0.01, time_budget=settings.time_budget,
+            seconds_per_sample=settings.seconds_per_sample, min_rounds=settings.rounds))
 
 
 def during(outcome) -> MachineState | None:

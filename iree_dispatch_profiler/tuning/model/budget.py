@@ -35,8 +35,7 @@ def floor_ms(target: TuningTarget, peak: dict | None, others: dict[str, float] |
     its inputs' element in `others` (element -> GFLOP/s); 0 (unknown) without one: an int8
     matmul past the f32 ceiling would be called done at a quarter of what avx512_vnni runs."""
     element = target.op.input_element
-    gflops = (peak["gflops"] if peak else None) if element == CEILING_ELEMENT else (
-        (others or {}).get(element))
+    gflops = peak["gflops"] if peak and element == CEILING_ELEMENT else (others or {}).get(element)
     return target.flops / (gflops * 1e6) if gflops else 0.0
 
 
