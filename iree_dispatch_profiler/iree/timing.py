@@ -31,6 +31,20 @@ class Sample:
 WARMUP_SECONDS = 0.2
 
 
+# The calls whose dispatch runs a device profile drops: a process's first two calls each fault
+# their transients in (the first's are freed only after the second has taken its own); from the
+# third on, the kept heap (iree_jobs.KEPT_HEAP) hands the same memory back. A 2048x1280x5120 f32
+# GEMM, packed (79 MB of transients), its dispatches per call: 110, 109, 80, 80, 80, 81 ms
+# (Zen 5); with only the first dropped, a 2-call sample was its cold second call.
+WARMUP_CALLS = 2
+
+
+def steady_median(times: list[float], runs: int) -> float:
+    """The median of a dispatch's run `times` (in start order, `runs` a call) past the
+    warm-up calls."""
+    return statistics.median(times[WARMUP_CALLS * runs:])
+
+
 # Timing sources: which instrument reads a sample, and of what. The dispatch sources time the
 # dispatches alone; on a 2-core VM the invocation of a 512^3 matmul took 1.35x its dispatch and
 # varied three times as much.
@@ -99,7 +113,7 @@ class Benchmark:
         # Google Benchmark counts items: with --batch_size=R, N iterations are N / R calls
         time_flag = f"{calls * self.repeats}x" if calls else f"{seconds:g}s"
         if self.source == DEVICE_PROFILING:
-            # no warm-up: every call is in the profile, and the first call's runs are dropped
+            # no warm-up: every call is in the profile, and the warm-up calls' runs are dropped
             source_flags = ["--device_profiling_mode=host-execution",
                             f"--device_profiling_output={profile}", "--benchmark_min_warmup_time=0"]
         else:
@@ -150,8 +164,9 @@ class Benchmark:
         return Sample(True, ms=sum(ms for _, ms in rows.values()))
 
     def profiled_sample(self, seconds: float) -> Sample:
-        """One process under HAL device profiling. The first sample is preceded by one call
-        alone, which tells how often each dispatch runs per call and how long a call takes."""
+        """One process under HAL device profiling, its WARMUP_CALLS calls' runs dropped. The
+        first sample is preceded by one call alone, which tells how often each dispatch runs per
+        call and how long a call takes."""
         with tempfile.TemporaryDirectory(prefix="idp-profile-") as folder:
             profile = Path(folder) / "sample.ireeprof"
             if not self.runs_per_call:
@@ -163,7 +178,7 @@ class Benchmark:
                 if not self.runs_per_call:  # the tool gave no events: use the next source
                     self.source = DISPATCH_STATISTICS
                     return self.sample(seconds)
-            calls = max(2, math.ceil(seconds * 1e3 / self.invocation_ms))
+            calls = max(WARMUP_CALLS + 1, math.ceil(seconds * 1e3 / self.invocation_ms))
             timed = self.profiled_run(calls, profile)
         if isinstance(timed, Sample):
             return timed
@@ -175,9 +190,8 @@ class Benchmark:
             return self.sample(seconds)
         self.invocation_ms = invocation_ms
         self.invocations.append(invocation_ms / self.repeats)
-        # the first call's runs are the warm-up (first touch, threads starting): dropped
-        rows = {name: (runs / self.repeats,
-                       statistics.median(events[name][runs:]) * runs / self.repeats)
+        # the warm-up calls' runs (first touch, threads starting): dropped
+        rows = {name: (runs / self.repeats, steady_median(events[name], runs) * runs / self.repeats)
                 for name, runs in self.runs_per_call.items()}
         self.rows.append(rows)
         return self.dispatch_sample(rows)
