@@ -338,6 +338,39 @@ def test_large_shapes_that_are_no_multiple_of_the_inner_tile_get_data_tiled_conf
         assert sorted(zip(fits, dividing), reverse=True) == list(zip(fits, dividing))
 
 
+def test_without_a_leader_the_sets_whose_median_gains_are_timed_again_against_the_default():
+    """No set cleared IREE's default in the session of all the sets: the (at most CONTENDERS)
+    whose median is faster by the minimum effect are timed again against it, in a session of
+    their own, and may then be chosen; one within the noise is not timed again."""
+    from iree_dispatch_profiler.tuning.flags import CURATED
+    from iree_dispatch_profiler.tuning.model.flag_search import CONTENDERS, contest, faster_rows
+    from iree_dispatch_profiler.tuning.records import OK
+
+    def row(name, speedup, low, high):
+        return {"name": name, "status": OK, "speedup": speedup, "speedup_ci_low": low,
+                "speedup_ci_high": high}
+    names = [f.name for f in CURATED if not f.group and not f.stands_for]  # no stand-ins
+    rows = [row(names[0], 1.24, 0.97, 1.34), row(names[1], 1.01, 0.90, 1.10),
+            *(row(n, 1.10 + i / 100, 0.95, 1.2) for i, n in enumerate(names[2:6]))]
+    asked = []
+
+    def measure(sets, leader):
+        asked.append(([f.name for f in sets], leader))
+        return [row(f.name, 1.25, 1.15, 1.31) if f.name == names[0] else
+                row(f.name, 1.02, 0.98, 1.06) for f in sets]
+    assert faster_rows(rows) == []
+    after = contest(rows, list(CURATED), measure)
+    (timed, leader), = asked
+    assert leader is None and len(timed) == CONTENDERS and names[0] in timed
+    assert names[1] not in timed  # its median within the minimum effect
+    assert [r["name"] for r in faster_rows(after)] == [names[0]]
+    assert "with all the sets: 1.24x [0.97, 1.34]" in after[0]["reason"]
+    # a leader already: the contest is against it, as before
+    asked.clear()
+    contest([row(names[0], 1.5, 1.3, 1.6), row(names[1], 1.4, 1.1, 1.7)], list(CURATED), measure)
+    assert asked[0][1]["name"] == names[0] and asked[0][0] == [names[1]]
+
+
 def test_the_flag_choice_prefers_a_tunable_stand_in_only_when_it_is_not_slower():
     from iree_dispatch_profiler.tuning.flags import CURATED
     from iree_dispatch_profiler.tuning.model.flag_search import choose
