@@ -138,13 +138,15 @@ def contest(rows: list[dict], sets: list[FlagSet], measure) -> list[dict]:
     default and lost to im2col with data tiling's 1.55x [1.36, 1.84]; in the session before,
     it ran in 0.356 ms to that set's 0.704."""
     leader, _ = choose(faster_rows(rows), sets)
-    # without a leader, IREE's default leads: the sets whose median gains (a Swin block's
-    # decomposed attention, 1.24x [0.97, 1.34] in a session of 11 sets) are timed against it
-    # again, in a session of their own
-    doubtful = sorted((r for r in timed_rows(rows) if r is not leader and (
-                       r["speedup_ci_high"] > leader["speedup"] if leader else
-                       r["speedup"] > 1 + stats.MIN_EFFECT)),
-                      key=lambda r: -r["speedup"])[:CONTENDERS]
+    if leader:
+        def may_gain(r: dict) -> bool:
+            return r is not leader and r["speedup_ci_high"] > leader["speedup"]
+    else:
+        # IREE's default leads: the sets whose median gains (a Swin block's decomposed
+        # attention, 1.24x [0.97, 1.34] in a session of 11 sets) are timed against it again
+        def may_gain(r: dict) -> bool:
+            return r["speedup"] > 1 + stats.MIN_EFFECT
+    doubtful = sorted(filter(may_gain, timed_rows(rows)), key=lambda r: -r["speedup"])[:CONTENDERS]
     if not doubtful:
         return rows
     first = {r["name"]: r for r in doubtful}
