@@ -2474,6 +2474,54 @@ def test_widened_half_matmuls_take_bf16_and_f16_products_summed_in_f32_only():
                          r"outs\(%[0-9]+ : tensor<[0-9x]+xf32>\)", rewritten), rewritten
     for text in (half_matmul("f32", "f32"), half_matmul(out="bf16"), half_matmul("f32", "bf16")):
         assert rewrites.widened_half_matmuls(text) == (text, 0)
+    # a parameter's weight is widened once, at load, into a global of its own; the
+    # activation still behind a barrier
+    rewritten, count = rewrites.widened_half_matmuls(half_linear())
+    assert count == 1 and rewritten.count("util.optimization_barrier") == 1
+    function = rewritten[rewritten.index("func.func"):]
+    assert "util.initializer" in rewritten and "util.global.store" in rewritten
+    assert "util.global.load immutable @w$f32" in function and "@w :" not in function
+
+
+def half_linear(m: int = 16, k: int = 64, n: int = 32) -> str:
+    """half_matmul in f16 of a Linear layer's weight in place of %b, as torch-mlir writes it:
+    a parameter of N x K, transposed."""
+    weight, transposed = f"tensor<{n}x{k}xf16>", f"tensor<{k}x{n}xf16>"
+    load = (f"  %w = util.global.load @w : {weight}\n"
+            f"  %we = tensor.empty() : {transposed}\n"
+            f"  %b = linalg.transpose ins(%w : {weight}) outs(%we : {transposed}) "
+            "permutation = [1, 0]\n")
+    return (f"util.global private @w = {PARAMETER} : {weight}\n"
+            + half_matmul("f16", "f16", m=m, k=k, n=n).replace(f", %b: {transposed}", "")
+            .replace("{\n", "{\n" + load, 1))
+
+
+@pytest.mark.iree
+def test_a_linears_half_weight_is_widened_at_load_alone_and_packed(tools, tmp_path):
+    """A Linear's 1024x1024 f16 weight, widened (4 MiB more, past IREE's 1 MiB limit on what it
+    hoists), is widened in an initializer: the call reads it in f32 and never the parameter,
+    alone (under IREE's default, which would fold a widening in the call back into an f16
+    matmul) and joined with packed_matmuls (which packs it at load; the mmt4d reads that).
+    The model as exported reads the parameter in the call. Cross-compiled for AVX-512."""
+    from iree_dispatch_profiler.core.library import CpuTarget
+    from iree_dispatch_profiler.iree import rewrites
+
+    avx512 = CpuTarget("skylake-avx512", "+avx512f", "", "x86_64", 64, 1 << 20)
+    by_name = {r.name: r for r in rewrites.REWRITES}
+    exported = half_linear(64, 1024, 1024)
+    widened, count = by_name["widened_half_matmuls"].run(exported, avx512)
+    joined, packed = by_name["packed_matmuls"].run(widened, avx512)
+    assert count == packed == 1
+    calls = {}
+    for name, text in (("exported", exported), ("widened", widened), ("joined", joined)):
+        flow = build(tools, text, tmp_path / name, "skylake-avx512", "x86_64-unknown-linux-gnu",
+                     (*by_name["packed_matmuls"].flags, "--compile-to=flow")).read_text()
+        calls[name] = dict(re.findall(r"flow\.dispatch @main_[\w$]+::@(\w+)\(([^)]*)\)", flow))
+    assert "parameter_model_w" in " ".join(calls["exported"].values()), calls
+    for name, pattern in (("widened", "matmul"), ("joined", "mmt4d")):
+        assert "parameter_model_w" not in " ".join(calls[name].values()), calls[name]
+        product = next(v for k, v in calls[name].items() if pattern in k)
+        assert re.search(r"hoisted_tensor_\w*xf32|w\$f32", product), calls[name]
 
 
 @pytest.mark.iree

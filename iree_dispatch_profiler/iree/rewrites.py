@@ -694,14 +694,22 @@ def _load_time_slice(value) -> list | None:
 
 def _hoist_filter_transforms(module) -> None:
     """Each Winograd filter transform of a global (a parameter) computed once, in an
-    initializer, where IREE's const-expr hoisting leaves it in every call: its 1 MiB limit on the growth of a hoisted value refuses the 3x3 -> 8x8 filter (ResNet's
-    128x128x3x3: 2.15 ms of a 5.5 ms call on a Zen 4)."""
+    initializer, where IREE's const-expr hoisting leaves it in every call: its 1 MiB limit on
+    the growth of a hoisted value refuses the 3x3 -> 8x8 filter (ResNet's 128x128x3x3: 2.15 ms
+    of a 5.5 ms call on a Zen 4)."""
+    _hoisted(module, [op for op in modules.walk(module.operation)
+                      if op.name == "iree_linalg_ext.winograd.filter_transform"], "winograd")
+
+
+def _hoisted(module, ops: list, suffix: str) -> None:
+    """Each of `ops` (of operands: a value computed from one global alone, LOAD_TIME_OPS, and an
+    empty tensor it writes into) computed once, in an initializer into a global of its own
+    (the global's name and `suffix`), and read from that global where it was."""
     from iree.compiler import ir
     from iree.compiler.dialects import util
 
-    hoisted: dict[str, str] = {}  # the filter's computation -> its transform's global's name
-    for transform in [op for op in modules.walk(module.operation)
-                      if op.name == "iree_linalg_ext.winograd.filter_transform"]:
+    hoisted: dict[str, str] = {}  # the op's computation -> its global's name
+    for transform in ops:
         computed = _load_time_slice(transform.operands[0])
         empty = transform.operands[1].owner
         if computed is None or isinstance(empty, ir.Block) or empty.name != "tensor.empty" \
@@ -712,9 +720,9 @@ def _hoist_filter_transforms(module) -> None:
             continue
         source = loads[0].attributes["global"]
         result_type = transform.results[0].type
-        key = f"{source} {transform.operands[0].type}"
+        key = f"{source} {transform.operands[0].type} {transform.name}"
         if key not in hoisted:
-            name = f"{ir.FlatSymbolRefAttr(source).value}$winograd"
+            name = f"{ir.FlatSymbolRefAttr(source).value}${suffix}"
             while name in hoisted.values():  # the same global computed another way
                 name += "_"
             hoisted[key] = name
@@ -1912,6 +1920,7 @@ def narrow_int_matmuls(text: str) -> tuple[str, int]:
 
 
 HALF_FLOATS = ("bf16", "f16")
+WIDENED_WEIGHT = "__widened_weight"  # marks a weight's widening, for _hoist_widened_weights
 
 
 def _half_takes(op) -> bool:
@@ -1926,22 +1935,37 @@ def _half_takes(op) -> bool:
 
 
 def _widened_matmul(op) -> list:
-    """The same contraction of the operands widened to f32 first (a parameter's weight widened
-    once, at load: IREE hoists what a global alone computes): each product of two bf16 or f16
-    values is exact in f32, and was summed in f32 before. Each widened operand passes a barrier:
-    IREE folds a widening into the matmul it feeds, back into the bf16 matmul."""
+    """The same contraction of the operands widened to f32 first: each product of two bf16 or
+    f16 values is exact in f32, and was summed in f32 before. A widened activation passes a
+    barrier: IREE folds a widening into the matmul it feeds, back into the half matmul. A
+    parameter's weight is widened at load (_hoist_widened_weights): behind a barrier IREE
+    widened it in every call, and without one folded it back."""
     from iree.compiler import ir
     from iree.compiler.dialects import util
 
     def widened(value):
         wide = _converted(value, ir.F32Type.get())
+        if _load_time_slice(value) is not None:
+            wide.owner.attributes[WIDENED_WEIGHT] = ir.UnitAttr.get()
+            return wide
         return util.optimization_barrier([wide.type], [wide])
     a, b, init = op.operands
     return [_same_contraction(op, widened(a), widened(b), init)]
 
 
+def _hoist_widened_weights(module) -> None:
+    """Each parameter's widening computed once, in an initializer: IREE hoists a value
+    computed from globals alone only if it grows them by 1 MiB at most, and widening doubles
+    (a half MLP's 1536x384 f16 weights, widened and packed in every call, took 0.53 of its
+    1.16 ms a call; Zen 5)."""
+    marked = [op for op in modules.walk(module.operation) if WIDENED_WEIGHT in op.attributes]
+    for op in marked:
+        del op.attributes[WIDENED_WEIGHT]
+    _hoisted(module, marked, "f32")
+
+
 def widened_half_matmuls(text: str) -> tuple[str, int]:
-    return _rewrite(text, _half_takes, _widened_matmul)
+    return _rewrite(text, _half_takes, _widened_matmul, after=_hoist_widened_weights)
 
 
 # erf(x) for f32 as Eigen's and XLA's generic_fast_erf_float write it: x clamped to [-4, 4]
@@ -2340,6 +2364,14 @@ REWRITES = (
             "patch embedding) as a matmul of the patches by the filter's rows, a Linear layer's "
             "kind: IREE runs PyTorch's NCHW conv as scalar code, and under im2col with data "
             "tiling at 67-79% of the ceiling", patch_matmuls, under=("im2col_data_tiling",)),
+    Rewrite("widened_half_matmuls", "bf16 and f16 matmuls summed in f32 (a model exported in "
+            "bfloat16 or half) as f32 matmuls of their operands widened first, a parameter's "
+            "weight once, at load: on CPUs without bf16 or f16 arithmetic IREE converts both "
+            "operands inside the matmul's loop, and its data tiling of bf16 falls to scalar "
+            "code", widened_half_matmuls,
+            # its f32 matmuls run IREE's f32 microkernel under data tiling, or packed_matmuls'
+            # mmt4d (joined after it)
+            under=("data_tiling_early",)),
     Rewrite("packed_matmuls", "matmuls (Linear layers) packed into a register tile wider "
             "than IREE's data tiling takes, their mmt4d generated (AVX-512 12x32, where its "
             "16x16 microkernel loads 17 vectors for 16 FMAs a step; AVX2 6x16; Neon 12x8); a "
@@ -2368,13 +2400,6 @@ REWRITES = (
             "the i8 x i8 -> i32 matmul, widened after where its result is i64 (exact: the "
             "depth is checked to keep the sums in i32): torch-mlir multiplies the widened "
             "copies in i64, a type IREE has no microkernel for", narrow_int_matmuls),
-    Rewrite("widened_half_matmuls", "bf16 and f16 matmuls summed in f32 (a model exported in "
-            "bfloat16 or half) as f32 matmuls of their operands widened first, a parameter's "
-            "weight once, at load: on CPUs without bf16 or f16 arithmetic IREE converts both "
-            "operands inside the matmul's loop, and its data tiling of bf16 falls to scalar "
-            "code", widened_half_matmuls,
-            # its f32 matmuls run IREE's f32 microkernel under data tiling
-            under=("data_tiling_early",)),
     Rewrite("global_pool", "global pooling (PyTorch's adaptive pooling to 1x1) reading its "
             "input in place: torch-mlir's lowering gathers each element from a padded copy, "
             "which IREE runs as scalar code", global_pool),
