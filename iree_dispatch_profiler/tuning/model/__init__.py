@@ -232,6 +232,10 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
     for --time-budget seconds (search_seconds without it); each one's leaders confirmed and
     reported."""
     s, log = tuner.s, tuner.log
+    if not chosen:  # e.g. late data tiling's mmt4d, configured after specs apply
+        log("No target to search: no hot dispatch is tunable under these flags (the ranking "
+            "says why)")
+        return []
     earlier, writer = load_trials(s.output), TrialWriter(s.output)
     seconds, why = search_seconds(s, time.perf_counter() - log.start, len(chosen))
     log(f"Search budget: {seconds:g} s of trials{why}")
