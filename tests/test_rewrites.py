@@ -2497,24 +2497,24 @@ def half_linear(m: int = 16, k: int = 64, n: int = 32) -> str:
 
 
 @pytest.mark.iree
-def test_a_linears_half_weight_is_widened_at_load_alone_and_packed(tools, tmp_path):
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_linears_half_weight_is_widened_at_load_alone_and_packed(tools, tmp_path, cpu):
     """A Linear's 1024x1024 f16 weight, widened (4 MiB more, past IREE's 1 MiB limit on what it
     hoists), is widened in an initializer: the call reads it in f32 and never the parameter,
     alone (under IREE's default, which would fold a widening in the call back into an f16
     matmul) and joined with packed_matmuls (which packs it at load; the mmt4d reads that).
-    The model as exported reads the parameter in the call. Cross-compiled for AVX-512."""
-    from iree_dispatch_profiler.core.library import CpuTarget
+    The model as exported reads the parameter in the call. Cross-compiled for each SIMD
+    family's register tile (AVX2, AVX-512, Neon), whatever the host."""
     from iree_dispatch_profiler.iree import rewrites
 
-    avx512 = CpuTarget("skylake-avx512", "+avx512f", "", "x86_64", 64, 1 << 20)
     by_name = {r.name: r for r in rewrites.REWRITES}
     exported = half_linear(64, 1024, 1024)
-    widened, count = by_name["widened_half_matmuls"].run(exported, avx512)
-    joined, packed = by_name["packed_matmuls"].run(widened, avx512)
+    widened, count = by_name["widened_half_matmuls"].run(exported, cpu)
+    joined, packed = by_name["packed_matmuls"].run(widened, cpu)
     assert count == packed == 1
     calls = {}
     for name, text in (("exported", exported), ("widened", widened), ("joined", joined)):
-        flow = build(tools, text, tmp_path / name, "skylake-avx512", "x86_64-unknown-linux-gnu",
+        flow = build(tools, text, tmp_path / name, cpu.name, cpu.triple or "x86_64-unknown-linux-gnu",
                      (*by_name["packed_matmuls"].flags, "--compile-to=flow")).read_text()
         calls[name] = dict(re.findall(r"flow\.dispatch @main_[\w$]+::@(\w+)\(([^)]*)\)", flow))
     assert "parameter_model_w" in " ".join(calls["exported"].values()), calls

@@ -693,10 +693,8 @@ def _load_time_slice(value) -> list | None:
 
 
 def _hoist_filter_transforms(module) -> None:
-    """Each Winograd filter transform of a global (a parameter) computed once, in an
-    initializer, where IREE's const-expr hoisting leaves it in every call: its 1 MiB limit on
-    the growth of a hoisted value refuses the 3x3 -> 8x8 filter (ResNet's 128x128x3x3: 2.15 ms
-    of a 5.5 ms call on a Zen 4)."""
+    """Each Winograd filter transform of a global (a parameter) computed once (_hoisted): IREE
+    refuses the 3x3 -> 8x8 filter (ResNet's 128x128x3x3: 2.15 ms of a 5.5 ms call on a Zen 4)."""
     _hoisted(module, [op for op in modules.walk(module.operation)
                       if op.name == "iree_linalg_ext.winograd.filter_transform"], "winograd")
 
@@ -704,14 +702,15 @@ def _hoist_filter_transforms(module) -> None:
 def _hoisted(module, ops: list, suffix: str) -> None:
     """Each of `ops` (of operands: a value computed from one global alone, LOAD_TIME_OPS, and an
     empty tensor it writes into) computed once, in an initializer into a global of its own
-    (the global's name and `suffix`), and read from that global where it was."""
+    (the global's name and `suffix`), and read from that global where it was: IREE's
+    const-expr hoisting leaves in every call a value that grows the globals by over 1 MiB."""
     from iree.compiler import ir
     from iree.compiler.dialects import util
 
     hoisted: dict[str, str] = {}  # the op's computation -> its global's name
-    for transform in ops:
-        computed = _load_time_slice(transform.operands[0])
-        empty = transform.operands[1].owner
+    for target in ops:
+        computed = _load_time_slice(target.operands[0])
+        empty = target.operands[1].owner
         if computed is None or isinstance(empty, ir.Block) or empty.name != "tensor.empty" \
                 or empty.operands:
             continue
@@ -719,8 +718,8 @@ def _hoisted(module, ops: list, suffix: str) -> None:
         if len(loads) != 1:
             continue
         source = loads[0].attributes["global"]
-        result_type = transform.results[0].type
-        key = f"{source} {transform.operands[0].type} {transform.name}"
+        result_type = target.results[0].type
+        key = f"{source} {target.operands[0].type}"
         if key not in hoisted:
             name = f"{ir.FlatSymbolRefAttr(source).value}${suffix}"
             while name in hoisted.values():  # the same global computed another way
@@ -745,14 +744,14 @@ def _hoisted(module, ops: list, suffix: str) -> None:
                 for i, operand in enumerate(op.operands):
                     copy.operands[i] = copies[operand.owner].results[0]
                 copies[op] = copy
-            copy = transform.clone(ip=ir.InsertionPoint(store))
-            copy.operands[0] = copies[transform.operands[0].owner].results[0]
+            copy = target.clone(ip=ir.InsertionPoint(store))
+            copy.operands[0] = copies[target.operands[0].owner].results[0]
             copy.operands[1] = e.results[0]
             store.operands[0] = copy.results[0]
-        with ir.InsertionPoint(transform), transform.location:
+        with ir.InsertionPoint(target), target.location:
             value = util.GlobalLoadOp(result_type, hoisted[key], is_immutable=True).result
-        transform.results[0].replace_all_uses_with(value)
-        transform.erase()
+        target.results[0].replace_all_uses_with(value)
+        target.erase()
         for op in [empty, *reversed(computed)]:
             if not any(True for _ in op.results[0].uses):
                 op.erase()
@@ -1954,10 +1953,9 @@ def _widened_matmul(op) -> list:
 
 
 def _hoist_widened_weights(module) -> None:
-    """Each parameter's widening computed once, in an initializer: IREE hoists a value
-    computed from globals alone only if it grows them by 1 MiB at most, and widening doubles
-    (a half MLP's 1536x384 f16 weights, widened and packed in every call, took 0.53 of its
-    1.16 ms a call; Zen 5)."""
+    """Each parameter's widening computed once (_hoisted): widening doubles a weight (a half
+    MLP's 1536x384 f16 weights, widened and packed in every call, took 0.53 of its 1.16 ms a
+    call; Zen 5)."""
     marked = [op for op in modules.walk(module.operation) if WIDENED_WEIGHT in op.attributes]
     for op in marked:
         del op.attributes[WIDENED_WEIGHT]
