@@ -831,6 +831,31 @@ def test_a_dynamic_size_given_as_a_type_is_drawn_at_and_files_beside_it_are_used
     assert drawn.shape == (16, 256) and drawn.dtype == np.float32
 
 
+def test_a_dynamic_batchs_matmuls_are_tuned_at_the_inputs_sizes(tmp_path):
+    """IREE dumps no benchmark of a dispatch of dynamic shapes: its root comes from the
+    configured executable, and its bounds from the model compiled at the inputs' sizes, so
+    its matmuls are targets (before: 'IREE marked no root op in its executable'), and a
+    candidate's spec, whose matcher keeps their dynamic types, configures them."""
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, shape in enumerate([(512, 256), (512,), (256, 512), (256,)]):
+        paths.append(tmp_path / f"w{i}.npy")
+        np.save(paths[-1], rng.standard_normal(shape).astype(np.float32))
+    result = run_script("autotune.py", "--input", MLP_DYNAMIC, "--model", "--output",
+                        tmp_path / "d.csv", "--inputs",
+                        ",".join(["24x256xf32", *(f"@{p}" for p in paths)]), "--base-flags=",
+                        "--n-trial", "1", "--top", "1", "--tuner", "random", "--rewrites=none",
+                        *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Dispatches of dynamic shapes at the inputs' sizes: 2 of 2" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if re.search(r"^ +\d .*_matmul_Dx", line)]
+    assert len(rows) == 2 and all("not tunable" not in row for row in rows), result.stdout
+    assert any("m=24 n=512 k=256" in row for row in rows), rows
+    trials = pd.read_csv(tmp_path / "d.csv", keep_default_na=False)
+    assert len(trials) == 1, trials
+    assert trials[["status", "config_applied", "verified"]].iloc[0].tolist() == ["ok", "yes", "yes"]
+
+
 def test_a_dynamic_batch_model_is_searched_with_the_sets_of_its_ops(tmp_path):
     """IREE dumps no benchmark of a dispatch of dynamic shapes, so no root op says what kinds
     of op the model holds: the lowered model's ops do. Data tiling is searched (2.2x on this

@@ -1098,3 +1098,34 @@ def test_a_models_search_gets_what_is_left_of_its_ten_minutes():
     assert model.MIN_SEARCH_SECONDS < later < model.search_seconds(s, 350.0, 1)[0]
     s.time_budget = 1e-9
     assert model.search_seconds(s, 700.0, 1) == (1e-9, "")
+
+
+def test_a_dynamic_root_takes_the_bounds_of_the_one_static_root_it_can_be():
+    """A dispatch of dynamic shapes is tuned at the inputs' sizes: the bounds of the root of
+    its name and kind in the model compiled at them, where its static bounds agree, or hold
+    them and one size besides (IREE's data tiling swaps a dynamic batch's mmt4d operands); the
+    same dispatch number's where several differ, and none where nothing tells them apart."""
+    from iree_dispatch_profiler.tuning.model.tuner import loops_at_inputs
+
+    def root(dispatch, loops, kind="contraction"):
+        bounds = loops if None in loops else ()
+        op = dataclasses.replace(MATMUL, kind=kind, loops=() if bounds else loops)
+        return tunable.DispatchRoot(dispatch, op.name, op.operand_types, op, "", bounds=bounds)
+
+    dynamic = root("main$async_dispatch_1_matmul_Dx384x256_f32", (None, 384, 256))
+    one = {"main$async_dispatch_1_a": root("main$async_dispatch_1_a", (64, 384, 256))}
+    assert loops_at_inputs(dynamic.dispatch, dynamic, one) == (64, 384, 256)
+    two = {**one, "main$async_dispatch_4_b": root("main$async_dispatch_4_b", (32, 384, 256))}
+    assert loops_at_inputs(dynamic.dispatch, dynamic, two) == (64, 384, 256)  # its own number
+    other = root("main$async_dispatch_7_matmul_Dx384x256_f32", (None, 384, 256))
+    assert loops_at_inputs(other.dispatch, other, two) == ()  # 64 or 32: not known
+    # the weight's packed tiles first at any batch, the batch's first at batch 64 (4 x 16)
+    swapped = root("main$async_dispatch_1_mmt4d_64xDx256", (64, None, 256, 16, 16, 1))
+    at_64 = {"main$async_dispatch_1_mmt4d_4x64x256": root(
+        "main$async_dispatch_1_mmt4d_4x64x256", (4, 64, 256, 16, 16, 1))}
+    assert loops_at_inputs(swapped.dispatch, swapped, at_64) == (64, 4, 256, 16, 16, 1)
+    # another kind, or bounds that do not hold its static ones, is not it
+    conv = {"main$async_dispatch_1_a": root("main$async_dispatch_1_a", (64, 384, 256), "conv2d")}
+    assert loops_at_inputs(dynamic.dispatch, dynamic, conv) == ()
+    wide = {"main$async_dispatch_1_a": root("main$async_dispatch_1_a", (64, 512, 256))}
+    assert loops_at_inputs(dynamic.dispatch, dynamic, wide) == ()

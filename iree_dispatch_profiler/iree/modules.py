@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import ml_dtypes
 import numpy as np
@@ -217,6 +218,35 @@ def _tensor(kind, function: str) -> TensorType:
     shape = tuple(None if tensor.is_dynamic_dim(i) else tensor.get_dim_size(i)
                   for i in range(tensor.rank))
     return TensorType(shape, element)
+
+
+def with_static_dims(text: str, function: str, shapes: Sequence[Sequence[int]]) -> str:
+    """The module lowered past IREE's ABI (hal.buffer_view arguments) with each size that
+    `function` reads of an argument (hal.buffer_view.dim) made the constant `shapes` gives:
+    IREE folds them, and every dispatch of the model has static shapes, as at these inputs."""
+    from iree.compiler import ir
+
+    with ir.Context() as context:
+        module = parse(text, function, context)
+        index = ir.IndexType.get()
+        for op in module.body.operations:  # functions are top-level ops
+            if (op.operation.name not in ("util.func", "func.func") or ir.StringAttr(
+                    op.operation.attributes["sym_name"]).value not in (function, f"{function}$async")):
+                continue
+            arguments = list(op.regions[0].blocks[0].arguments)
+            for dim in [d for d in walk(op.operation) if d.operation.name == "hal.buffer_view.dim"]:
+                source = dim.operands[0]
+                if source not in arguments:
+                    continue
+                axis = ir.IntegerAttr(dim.operation.attributes["index"]).value
+                size = shapes[ir.BlockArgument(source).arg_number][axis]
+                with ir.InsertionPoint(dim.operation), ir.Location.unknown():
+                    constant = ir.Operation.create(
+                        "arith.constant", results=[index],
+                        attributes={"value": ir.IntegerAttr.get(index, size)})
+                dim.results[0].replace_all_uses_with(constant.results[0])
+                dim.operation.erase()
+        return str(module)
 
 
 def find_function(path: Path, name: str | None, shown: str = "",

@@ -108,13 +108,15 @@ def _shape(value):
     return ir.ShapedType(value.type) if isinstance(value.type, ir.ShapedType) else None
 
 
-def _loop_bounds(op) -> tuple[int, ...]:
-    """Static loop bounds, read from the operand dimension each loop indexes directly."""
+def _loop_bounds(op, partial: bool = False) -> tuple:
+    """Static loop bounds, read from the operand dimension each loop indexes directly; ()
+    where one is dynamic, or with `partial` None for it."""
     from iree.compiler import ir
     from iree.compiler.dialects import linalg
 
     shapes = [_shape(value) for value in op.operands]
-    if any(s is not None and not s.has_static_shape for s in shapes):
+    dynamic = any(s is not None and not s.has_static_shape for s in shapes)
+    if dynamic and not partial:
         return ()
     if "indexing_maps" in op.operation.attributes:
         maps_attribute = ir.ArrayAttr(op.operation.attributes["indexing_maps"])
@@ -129,7 +131,10 @@ def _loop_bounds(op) -> tuple[int, ...]:
             continue
         for position, expr in enumerate(affine_map.results):
             if isinstance(expr, ir.AffineDimExpr):
-                bounds.setdefault(ir.AffineDimExpr(expr).position, shape.shape[position])
+                size = None if shape.is_dynamic_dim(position) else shape.shape[position]
+                loop = ir.AffineDimExpr(expr).position
+                if bounds.get(loop) is None:  # a static size wins over a dynamic one
+                    bounds[loop] = size
     count = maps[0].n_dims if maps else 0
     if sorted(bounds) != list(range(count)):
         return ()
@@ -283,6 +288,7 @@ class DispatchRoot:
     op: TunableOp | None  # None: not a contraction, convolution or attention
     lowering_config: str  # the config IREE gave it ("" if none)
     work: int | None = None  # FLOPs of a root that is no TunableOp but whose work is known
+    bounds: tuple[int | None, ...] = ()  # an op of dynamic shapes' loop bounds, None if dynamic
 
     @property
     def flops(self) -> int | None:
@@ -321,17 +327,26 @@ def _inner_tiled_flops(op) -> int | None:
     return 2 * math.prod(outer) * inner
 
 
-def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
+def dispatch_roots(folder: Path, function: str,
+                   configs: Path | None = None) -> dict[str, DispatchRoot]:
     """Root ops of the executable benchmarks IREE dumped to `folder`
     (--iree-hal-dump-executable-benchmarks-to), by dispatch; `function` is the model's. IREE
     marks roots only where it chose the config itself (--iree-codegen-add-tuner-attributes);
-    where a spec gave it, the configured contraction, convolution or attention is the root."""
+    where a spec gave it, the configured contraction, convolution or attention is the root.
+    IREE dumps no benchmark of a dispatch whose shapes are dynamic: the roots of those
+    executables come from their configured modules in `configs`
+    (--iree-hal-dump-executable-configurations-to)."""
     from iree.compiler import ir
     from iree.compiler.dialects import iree_codegen
 
+    paths = sorted(folder.glob("*.mlir"))
+    if configs is not None:  # configured_module_X.mlir; its benchmarks module_X_<target>_benchmark
+        benchmarked = [p.name for p in paths]
+        paths += [p for p in sorted(configs.glob("configured_*.mlir")) if not any(
+            b.startswith(p.stem.removeprefix("configured_") + "_") for b in benchmarked)]
     roots = {}
     with ir.Context() as context:
-        for path in sorted(folder.glob("*.mlir")):
+        for path in paths:
             module = modules.parse(path.read_text(), str(path), context)
             for func in modules.walk(module.operation):
                 if func.operation.name != "func.func" or "_dispatch_" not in str(
@@ -357,7 +372,8 @@ def dispatch_roots(folder: Path, function: str) -> dict[str, DispatchRoot]:
                 roots[dispatch] = DispatchRoot(
                     dispatch, op.operation.name, tuple(str(v.type) for v in op.operands),
                     describe(op, -1, function, kind) if kind else None, config,
-                    _inner_tiled_flops(op) if op.operation.name == INNER_TILED else None)
+                    _inner_tiled_flops(op) if op.operation.name == INNER_TILED else None,
+                    _loop_bounds(op, partial=True) if kind else ())
     return roots
 
 

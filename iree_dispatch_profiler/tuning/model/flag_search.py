@@ -346,11 +346,11 @@ def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
     default again (a set tried and given back)."""
     if flags.chosen is None:
         tuner.without_flags()
-        return default_roots
+        return tuner.at_inputs(default_roots)
     tuner.base_flags = flags.chosen.args
     tuner.default = dataclasses.replace(flags.build, name=DEFAULT)
     tuner.reference = f"the flags {flags.chosen.name} alone"
-    return flags.roots
+    return tuner.at_inputs(flags.roots)
 
 
 @dataclass

@@ -2,11 +2,15 @@
 current target's dispatches inside the model; the model lowered past IREE's input phase."""
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import shlex
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from iree_dispatch_profiler.iree import tunable
+from iree_dispatch_profiler.iree import modules, tunable
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.timing import Benchmark
 from iree_dispatch_profiler.measure.calibration import CEILING_ELEMENT
@@ -96,8 +100,40 @@ class ModelTuner(Tuner):
         dump = self.work / f"{name}_benchmarks"
         build = self.build(name, text, [*flags, *SURVEY_FLAGS,
                                         f"--iree-hal-dump-executable-benchmarks-to={dump}"])
-        roots = tunable.dispatch_roots(dump, self.function) if not build.reason else {}
+        roots = ({} if build.reason else
+                 tunable.dispatch_roots(dump, self.function, self.work / f"{name}_configs"))
         return build, roots
+
+    def at_inputs(self, roots: dict) -> dict:
+        """`roots` (of the source under the candidates' flags) where a root of dynamic shapes
+        has the loop bounds it takes at the model's inputs: those of the root of its name and
+        compatible types (the same dispatch's first) in the source compiled with the sizes it
+        reads of its arguments made constants. Its types stay dynamic, so the spec tuned at
+        these sizes configures the model the user runs, at any size (a dynamic batch's
+        matmuls: no tunable dispatch before)."""
+        dynamic = {d: r for d, r in roots.items() if r.op is not None and not r.op.loops}
+        shapes = [a.shape for a in modules.concrete(self.signatures[self.function],
+                                                    self.s.inputs).arguments]
+        if not dynamic or any(None in shape for shape in shapes):
+            return roots
+        source = self.lowered if self.s.input == self.model else self.s.input
+        text = modules.with_static_dims(modules.text_of(source), self.function, shapes)
+        flags = hashlib.sha256(shlex.join(self.base_flags).encode()).hexdigest()[:8]
+        build, static = self.build_surveyed(f"at_inputs_{flags}", self.base_flags, text)
+        if build.reason:
+            self.log(f"Dispatches of dynamic shapes stay untuned: the model at its inputs' "
+                     f"sizes does not compile: {build.reason.splitlines()[0][:200]}")
+            return roots
+        found = dict(roots)
+        for dispatch, root in dynamic.items():
+            if loops := loops_at_inputs(dispatch, root, static):
+                found[dispatch] = dataclasses.replace(
+                    root, op=dataclasses.replace(root.op, loops=loops))
+        resolved = [found[d].op for d in dynamic if found[d].op.loops]
+        self.log(f"Dispatches of dynamic shapes at the inputs' sizes: {len(resolved)} of "
+                 f"{len(dynamic)} ({', '.join(f'{o.name} {o.shape}' for o in resolved)})")
+        return found
+
 
     def ceilings(self, elements) -> dict[str, float]:
         """element -> GFLOP/s: the compute ceilings of contractions of `elements` other than
@@ -122,3 +158,33 @@ class ModelTuner(Tuner):
             self.log("IREE data tiling + ukernels does not compile this model: "
                      f"{self.data_tiling.reason.splitlines()[0][:300]}")
         return self.data_tiling
+
+
+def loops_at_inputs(dispatch: str, root: tunable.DispatchRoot,
+                    static: dict[str, tunable.DispatchRoot]) -> tuple[int, ...]:
+    """The loop bounds of the dynamic `root` of `dispatch` at the inputs' sizes, from the roots
+    in `static` (the model at those sizes) of its name and kind: one whose bounds agree with
+    its static ones gives its own; else one whose bounds hold its static ones and one size
+    besides gives that size to each dynamic bound (at static sizes IREE's data tiling may swap
+    a matmul's operands). Those of the dispatch of its number first; () where they differ."""
+    assert root.op is not None
+    known = Counter(b for b in root.bounds if b is not None)
+    fills: dict[str, tuple[int, ...]] = {}
+    for name, other in static.items():
+        loops = other.op.loops if other.op is not None else ()
+        if (other.op is None or other.op.kind != root.op.kind or other.name != root.name
+                or len(loops) != len(root.bounds) or None not in root.bounds):
+            continue
+        rest = Counter(loops) - known
+        if all(b in (None, s) for b, s in zip(root.bounds, loops)):
+            fills[name] = loops
+        elif not known - Counter(loops) and len(rest) == 1:
+            fills[name] = tuple(next(iter(rest)) if b is None else b for b in root.bounds)
+    same = {v for d, v in fills.items() if _number(d) == _number(dispatch)}
+    options = same or set(fills.values())
+    return options.pop() if len(options) == 1 else ()
+
+
+def _number(dispatch: str) -> str:
+    """A dispatch's number in its function (`main$async_dispatch_3_...` -> '3')."""
+    return dispatch.partition("_dispatch_")[2].partition("_")[0]
