@@ -856,6 +856,48 @@ def test_a_dynamic_batchs_matmuls_are_tuned_at_the_inputs_sizes(tmp_path):
     assert trials[["status", "config_applied", "verified"]].iloc[0].tolist() == ["ok", "yes", "yes"]
 
 
+BATCH_AND_SEQUENCE = """
+func.func @main(%x: tensor<?x?x64xf32>, %w: tensor<64x32xf32>) -> tensor<?x?x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %b = tensor.dim %x, %c0 : tensor<?x?x64xf32>
+  %s = tensor.dim %x, %c1 : tensor<?x?x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%b, %s) : tensor<?x?x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?x32xf32>) -> tensor<?x?x32xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(b, s, n, k) -> (b, s, k)>,
+                                        affine_map<(b, s, n, k) -> (k, n)>,
+                                        affine_map<(b, s, n, k) -> (b, s, n)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<?x?x64xf32>, tensor<64x32xf32>) outs(%f : tensor<?x?x32xf32>) {
+  ^bb0(%a: f32, %v: f32, %acc: f32):
+    %m = arith.mulf %a, %v : f32
+    %sum = arith.addf %acc, %m : f32
+    linalg.yield %sum : f32
+  } -> tensor<?x?x32xf32>
+  return %r : tensor<?x?x32xf32>
+}
+"""
+
+
+def test_a_model_of_dynamic_batch_and_sequence_is_verified_and_tuned(tmp_path):
+    """A result of two dynamic sizes is read whole (its raw bytes cannot say them: .npy), so
+    the model runs and a candidate is verified; its Linear, dynamic in both, is tuned at the
+    inputs' sizes, which a function of tensor arguments takes by casts."""
+    model = tmp_path / "model.mlir"
+    model.write_text(BATCH_AND_SEQUENCE)
+    result = run_script("autotune.py", "--input", model, "--model", "--output",
+                        tmp_path / "d.csv", "--inputs", "3x40x64xf32,64x32xf32", "--base-flags=",
+                        "--n-trial", "1", "--top", "1", "--tuner", "random", "--rewrites=none",
+                        *QUICK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # IREE collapses the batch and the sequence into one loop
+    assert "Dispatches of dynamic shapes at the inputs' sizes: 1 of 1 (linalg.generic " \
+        "m=120 n=32 k=64)" in result.stdout
+    trials = pd.read_csv(tmp_path / "d.csv", keep_default_na=False)
+    assert trials[["status", "config_applied", "verified"]].iloc[0].tolist() == ["ok", "yes", "yes"]
+
+
 def test_a_dynamic_batch_model_is_searched_with_the_sets_of_its_ops(tmp_path):
     """IREE dumps no benchmark of a dispatch of dynamic shapes, so no root op says what kinds
     of op the model holds: the lowered model's ops do. Data tiling is searched (2.2x on this

@@ -1129,3 +1129,23 @@ def test_a_dynamic_root_takes_the_bounds_of_the_one_static_root_it_can_be():
     assert loops_at_inputs(dynamic.dispatch, dynamic, conv) == ()
     wide = {"main$async_dispatch_1_a": root("main$async_dispatch_1_a", (64, 512, 256))}
     assert loops_at_inputs(dynamic.dispatch, dynamic, wide) == ()
+
+
+def test_a_result_of_two_dynamic_sizes_is_read_from_npy_and_checked(tmp_path):
+    """Raw bytes say one dynamic size at most: such a result is written as .npy (not bf16,
+    which IREE cannot), read with its shape and refused when it is not the result's."""
+    from iree_dispatch_profiler.iree import modules
+    from iree_dispatch_profiler.iree.modules import Signature, TensorType
+
+    results = (TensorType((None, None, 32), "f32"), TensorType((None, 32), "f32"),
+               TensorType((None, None), "bf16"))
+    signature = Signature("main", (), results)
+    paths = modules.output_paths(tmp_path, "out", signature)
+    assert [p.name for p in paths] == ["out0.npy", "out1.bin", "out2.bin"]
+    np.save(paths[0], np.ones((3, 40, 32), np.float32))
+    np.ones((5, 32), np.float32).tofile(paths[1])
+    got = modules.read_outputs(paths[:2], Signature("main", (), results[:2]))
+    assert [a.shape for a in got] == [(3, 40, 32), (5, 32)]
+    np.save(paths[0], np.ones((3, 40, 16), np.float32))  # not ?x?x32
+    with pytest.raises(ValueError):
+        modules.read_outputs(paths[:1], signature)

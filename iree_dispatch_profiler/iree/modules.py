@@ -221,9 +221,10 @@ def _tensor(kind, function: str) -> TensorType:
 
 
 def with_static_dims(text: str, function: str, shapes: Sequence[Sequence[int]]) -> str:
-    """The module lowered past IREE's ABI (hal.buffer_view arguments) with each size that
-    `function` reads of an argument (hal.buffer_view.dim) made the constant `shapes` gives:
-    IREE folds them, and every dispatch of the model has static shapes, as at these inputs."""
+    """The lowered module with `function`'s arguments at the static `shapes`: past IREE's ABI,
+    each size it reads of one (hal.buffer_view.dim) made a constant; where its arguments are
+    tensors, each dynamic one cast to its static type and back. IREE folds them, and every
+    dispatch of the model has static shapes, as at these inputs."""
     from iree.compiler import ir
 
     with ir.Context() as context:
@@ -233,7 +234,8 @@ def with_static_dims(text: str, function: str, shapes: Sequence[Sequence[int]]) 
             if (op.operation.name not in ("util.func", "func.func") or ir.StringAttr(
                     op.operation.attributes["sym_name"]).value not in (function, f"{function}$async")):
                 continue
-            arguments = list(op.regions[0].blocks[0].arguments)
+            block = op.regions[0].blocks[0]
+            arguments = list(block.arguments)
             for dim in [d for d in walk(op.operation) if d.operation.name == "hal.buffer_view.dim"]:
                 source = dim.operands[0]
                 if source not in arguments:
@@ -246,6 +248,18 @@ def with_static_dims(text: str, function: str, shapes: Sequence[Sequence[int]]) 
                         attributes={"value": ir.IntegerAttr.get(index, size)})
                 dim.results[0].replace_all_uses_with(constant.results[0])
                 dim.operation.erase()
+            for argument, shape in zip(arguments, shapes):
+                kind = argument.type
+                if not isinstance(kind, ir.RankedTensorType) or kind.has_static_shape:
+                    continue
+                with ir.InsertionPoint.at_block_begin(block), ir.Location.unknown():
+                    static = ir.RankedTensorType.get(list(shape), kind.element_type,
+                                                     kind.encoding)
+                    there = ir.Operation.create("tensor.cast", results=[static],
+                                                operands=[argument])
+                    back = ir.Operation.create("tensor.cast", results=[kind],
+                                               operands=[there.results[0]])
+                argument.replace_all_uses_except(back.results[0], there)
         return str(module)
 
 
@@ -602,9 +616,25 @@ def load_input(path: Path, i: int, argument: TensorType, function: str) -> np.nd
     return array
 
 
+def output_paths(folder: Path, stem: str, signature: Signature) -> list[Path]:
+    """Where iree-run-module writes each result (`--output=@path`): raw bytes (.bin), whose
+    shape the signature gives but for one dynamic size; a result of more dynamic sizes as .npy,
+    which holds its shape (IREE writes no bf16 .npy: one stays .bin and cannot be read)."""
+    shaped = [r.shape.count(None) > 1 and r.element_type != "bf16" for r in signature.results]
+    return [folder / f"{stem}{i}.{'npy' if npy else 'bin'}" for i, npy in enumerate(shaped)]
+
+
 def read_outputs(paths: list[Path], signature: Signature) -> list[np.ndarray]:
-    """The raw result files iree-run-module wrote (`--output=@x.bin`), as arrays; ValueError if
-    one has an unexpected size."""
-    return [np.fromfile(path, dtype=result.dtype).reshape(
-        [s if s is not None else -1 for s in result.shape])
-        for path, result in zip(paths, signature.results)]
+    """The result files iree-run-module wrote (output_paths), as arrays; ValueError if one has
+    an unexpected size."""
+    arrays = []
+    for path, result in zip(paths, signature.results):
+        if path.suffix == ".npy":
+            array = np.load(path, allow_pickle=False)
+            if not result.matches(array):
+                raise ValueError(f"{path}: {array.shape} {array.dtype}, not {result}")
+        else:
+            array = np.fromfile(path, dtype=result.dtype).reshape(
+                [s if s is not None else -1 for s in result.shape])
+        arrays.append(array)
+    return arrays

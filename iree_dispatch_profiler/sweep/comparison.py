@@ -101,7 +101,7 @@ def module_variants(tools: IreeTools, target: Target, device: str, source: Path,
         if not result.ok:
             variant.reason = result.failure("iree-compile", compile_timeout)
             continue
-        outputs = [work / f"{name}_output{i}.bin" for i in range(len(signature.results))]
+        outputs = modules.output_paths(work, f"{name}_output", signature)
         ran = run_module(tools, vmfb, signature.name, device, inputs, outputs, run_timeout,
                          run_flags)
         if not ran.ok:

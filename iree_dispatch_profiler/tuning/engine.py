@@ -444,8 +444,7 @@ class Tuner:
 
     def run(self, build: Build, function: str) -> tuple[list[np.ndarray], str]:
         signature = self.signatures[function]
-        paths = [self.work / f"{build.name}_{function}_output{i}.bin"
-                 for i in range(len(signature.results))]
+        paths = modules.output_paths(self.work, f"{build.name}_{function}_output", signature)
         ran = run_module(self.tools, build.vmfb, function, self.device, self.inputs[function].flags,
                          paths, self.s.run_timeout, self.run_flags, self.runner)
         if not ran.ok:

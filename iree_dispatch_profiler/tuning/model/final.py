@@ -152,7 +152,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
             tuner.log(f"Tuning spec {spec.name}, a library of {len(entries)} entries: "
                       f"{len(matching)} match this model's dispatches ({', '.join(matching)})")
         check = answer_agreement(tuner, tuned)
-        answer_roots = tuned_roots
+        answer_roots = tuner.at_inputs(tuned_roots, say=False)  # the work of dynamic ones too
         builds.update({"flags": tuner.default} if flags is not None or tuner.rewrite else {})
         builds["tuned"] = tuned
     elif flags is not None or tuner.rewrite:

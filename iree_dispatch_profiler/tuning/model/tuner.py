@@ -104,13 +104,13 @@ class ModelTuner(Tuner):
                  tunable.dispatch_roots(dump, self.function, self.work / f"{name}_configs"))
         return build, roots
 
-    def at_inputs(self, roots: dict) -> dict:
+    def at_inputs(self, roots: dict, say: bool = True) -> dict:
         """`roots` (of the source under the candidates' flags) where a root of dynamic shapes
-        has the loop bounds it takes at the model's inputs: those of the root of its name and
-        compatible types (the same dispatch's first) in the source compiled with the sizes it
-        reads of its arguments made constants. Its types stay dynamic, so the spec tuned at
-        these sizes configures the model the user runs, at any size (a dynamic batch's
-        matmuls: no tunable dispatch before)."""
+        has the loop bounds it takes at the model's inputs, found (loops_at_inputs) in the
+        source compiled with the sizes it reads of its arguments made constants; said unless
+        not `say`. Its types stay dynamic, so the spec tuned at these sizes configures the
+        model the user runs, at any size (a dynamic batch's matmuls: no tunable dispatch
+        before)."""
         dynamic = {d: r for d, r in roots.items() if r.op is not None and not r.op.loops}
         shapes = [a.shape for a in modules.concrete(self.signatures[self.function],
                                                     self.s.inputs).arguments]
@@ -130,8 +130,9 @@ class ModelTuner(Tuner):
                 found[dispatch] = dataclasses.replace(
                     root, op=dataclasses.replace(root.op, loops=loops))
         resolved = [found[d].op for d in dynamic if found[d].op.loops]
-        self.log(f"Dispatches of dynamic shapes at the inputs' sizes: {len(resolved)} of "
-                 f"{len(dynamic)} ({', '.join(f'{o.name} {o.shape}' for o in resolved)})")
+        if say:
+            self.log(f"Dispatches of dynamic shapes at the inputs' sizes: {len(resolved)} of "
+                     f"{len(dynamic)} ({', '.join(f'{o.name} {o.shape}' for o in resolved)})")
         return found
 
 
