@@ -63,6 +63,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
     "encoder_block": "encoder block: seq 128, d 256, 4 heads, FFN 1024, batch 1; weights as "
                      "function arguments",
     "encoder_block_params": "the encoder block, its weights as parameters",
+    "encoder_dynamic": "the encoder block, its weights as parameters, exported for any sequence "
+                       "length (as language models are served); tuned and timed at 128",
     "causal_block": "LLM-style causal block: seq 256, d 512, 8 heads, FFN 2048",
     "llama_block": "LLaMA-style block, prefill: seq 128, d 512, 8 heads sharing 2 KV heads, "
                    "RoPE, RMSNorm, SwiGLU FFN 1376",
@@ -119,6 +121,8 @@ MODELS = {  # the models of export_models.MODELS that live in benchmarks/data, a
     "swin_block": "Swin shifted-window attention: 56x56x96 channels last, LayerNorm, torch.roll, "
                   "7x7 windows (64 windows x 3 heads of 49 tokens), residual",
 }
+# --inputs of a model exported with dynamic sizes: the sizes it is tuned and timed at
+INPUTS = {"encoder_dynamic": "1x128x256xf32"}
 SHOWN_DISPATCHES = 6
 SUMMARY_PREFIXES = ("  rewrite ", "Source: ", "  flags ", "Flags: ", "Trials by expected gain",
                     "  target ", "Tuning spec ", "No tuned config", "dropped from the spec", "Outputs: ",
@@ -284,7 +288,7 @@ def side_by_side(name: str, work: Path, seconds: float, parameters: list[str],
         expected = call()
         expected = [t.float().numpy().astype(ml_dtypes.bfloat16) if t.dtype == torch.bfloat16
                     else t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
-        outputs = [work / f"bench_default_output{i}.bin" for i in range(len(signature.results))]
+        outputs = modules.output_paths(work, "bench_default_output", signature)
         ran = run_module(tools, work / BUILDS["IREE default"], signature.name, "local-task",
                          [f"@{p}" for p in paths], outputs, 600, parameters)
         if ran.ok:
@@ -335,7 +339,8 @@ def main() -> int:
         parameters = [f"--parameters={scope}={work / f'{name}.irpa'}"] if weights else []
         command = [sys.executable, str(ROOT / "autotune.py"), "--input", str(source), "--model",
                    "--output", str(output), "--n-trial", str(args.n_trial),
-                   "--confirm-seconds", str(args.confirm_seconds), "--store=off", *parameters]
+                   "--confirm-seconds", str(args.confirm_seconds), "--store=off", *parameters,
+                   *([f"--inputs={INPUTS[name]}"] if name in INPUTS else [])]
         start = time.perf_counter()
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start

@@ -607,7 +607,7 @@ class Model:
     # with a number: the first `inputs` arguments are the activations and the weights are
     # parameters (`Weighted`); without: every weight is a function argument
     inputs: int | None = None
-    dynamic_batch: bool = False  # the first argument's first dim exported dynamic
+    dynamic: tuple[int, ...] = ()  # the first argument's dims exported dynamic (0: the batch)
     ids: int = 0  # with a number: the first argument is token ids below it (int64)
     # ops exported as their parts (iree-turbine's table), as users must for ops torch-mlir
     # does not lower
@@ -629,10 +629,11 @@ class Model:
         if self.inputs is not None:
             aot.externalize_module_parameters(module)
         dynamic = None
-        if self.dynamic_batch:  # as users export a model for any batch
+        if self.dynamic:  # as users export a model for any batch or sequence length
             names = list(inspect.signature(module.forward).parameters)[:count]
-            dynamic = {n: ({0: torch.export.Dim("batch")} if i == 0 else None)
-                       for i, n in enumerate(names)}
+            dims = {d: torch.export.Dim(f"dim{d}", min=2, max=4096) for d in self.dynamic}
+            dynamic = ({"activations": (dims, *[None] * (count - 1))} if self.inputs is not None
+                       else {n: (dims if i == 0 else None) for i, n in enumerate(names)})
         real = torch.bfloat16 if self.bf16 else torch.float32
         args = [torch.randint(-128, 128, s, dtype=torch.int8) if i in self.int8
                 else torch.rand(s, dtype=real) for i, s in enumerate(self.shapes[:count])]
@@ -648,7 +649,7 @@ MODELS = {
     # the tests' models
     "mlp": Model(Mlp, [(64, 256), (512, 256), (512,), (256, 512), (256,)], HERE),
     "mlp_dynamic": Model(Mlp, [(64, 256), (512, 256), (512,), (256, 512), (256,)], HERE,
-                         dynamic_batch=True),
+                         dynamic=(0,)),
     # batch 1: IREE 3.13 drops any config on these convs (listed, not tuned); batch 2: tunable
     "conv_block": Model(ConvBlock, [(1, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)], HERE),
     "conv_block_batch2": Model(ConvBlock, [(2, 16, 32, 32), (32, 16, 3, 3), (32,), (32, 32, 3, 3)],
@@ -666,6 +667,9 @@ MODELS = {
                                   BENCHMARKS, inputs=1),
     # the encoder block at twice the sequence: a related model (benchmarks/bench_store.py)
     "encoder_block_s256": Model(lambda: EncoderBlock(4), encoder_args(256, 256, 1024), BENCHMARKS),
+    # the block exported for any sequence length, as language models are served
+    "encoder_dynamic": Model(lambda: EncoderBlock(4), encoder_args(256, 128, 1024), BENCHMARKS,
+                             inputs=1, dynamic=(1,)),
     "causal_block": Model(lambda: EncoderBlock(8, causal=True), encoder_args(512, 256, 2048),
                           BENCHMARKS, inputs=1),
     "llama_block": Model(lambda: LlamaBlock(8, 2), llama_args(512, 128, 8, 2, 1376), BENCHMARKS,
