@@ -121,8 +121,9 @@ class ModelTuner(Tuner):
         flags = hashlib.sha256(shlex.join(self.base_flags).encode()).hexdigest()[:8]
         build, static = self.build_surveyed(f"at_inputs_{flags}", self.base_flags, text)
         if build.reason:
-            self.log(f"Dispatches of dynamic shapes stay untuned: the model at its inputs' "
-                     f"sizes does not compile: {build.reason.splitlines()[0][:200]}")
+            if say:
+                self.log(f"Dispatches of dynamic shapes stay untuned: the model at its inputs' "
+                         f"sizes does not compile: {build.reason.splitlines()[0][:200]}")
             return roots
         found = dict(roots)
         for dispatch, root in dynamic.items():
@@ -134,7 +135,6 @@ class ModelTuner(Tuner):
             self.log(f"Dispatches of dynamic shapes at the inputs' sizes: {len(resolved)} of "
                      f"{len(dynamic)} ({', '.join(f'{o.name} {o.shape}' for o in resolved)})")
         return found
-
 
     def ceilings(self, elements) -> dict[str, float]:
         """element -> GFLOP/s: the compute ceilings of contractions of `elements` other than
