@@ -57,6 +57,7 @@ class ModelTuner(Tuner):
         # the flags an adopted rewrite needs (Rewrite.flags): last on every build of the source
         self.source_flags: list[str] = []
         self._data_tiling_said = False
+        self._at_inputs_said = ""  # at_inputs' last line: said again only where it differs
         super().__init__(s, toolchain, log)
 
     def signature_source(self) -> Path:
@@ -131,9 +132,11 @@ class ModelTuner(Tuner):
                 found[dispatch] = dataclasses.replace(
                     root, op=dataclasses.replace(root.op, loops=loops))
         resolved = [found[d].op for d in dynamic if found[d].op.loops]
-        if say:
-            self.log(f"Dispatches of dynamic shapes at the inputs' sizes: {len(resolved)} of "
-                     f"{len(dynamic)} ({', '.join(f'{o.name} {o.shape}' for o in resolved)})")
+        line = (f"Dispatches of dynamic shapes at the inputs' sizes: {len(resolved)} of "
+                f"{len(dynamic)} ({', '.join(f'{o.name} {o.shape}' for o in resolved)})")
+        if say and line != self._at_inputs_said:
+            self._at_inputs_said = line
+            self.log(line)
         return found
 
     def ceilings(self, elements) -> dict[str, float]:
