@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import (DATA_DIR as DATA, QUICK_MODEL as QUICK, QUICK_TUNING, curated, one_line_error,
-                     run_script)
+from helpers import (AVX2, AVX512, DATA_DIR as DATA, NEON, QUICK_MODEL as QUICK, QUICK_TUNING,
+                     curated, one_line_error, run_script)
 from iree_dispatch_profiler.tuning import flags as module_flags
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
@@ -854,6 +854,45 @@ def test_a_dynamic_batchs_matmuls_are_tuned_at_the_inputs_sizes(tmp_path):
     trials = pd.read_csv(tmp_path / "d.csv", keep_default_na=False)
     assert len(trials) == 1, trials
     assert trials[["status", "config_applied", "verified"]].iloc[0].tolist() == ["ok", "yes", "yes"]
+
+
+@pytest.mark.parametrize("early", [False, True], ids=["default", "data_tiling_early"])
+@pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)
+def test_a_dynamic_batchs_roots_take_their_bounds_on_every_simd_family(tools, tmp_path, cpu,
+                                                                      early):
+    """Cross-compiled for AVX2, AVX-512 and Neon, whatever the host: each dynamic root of the
+    dynamic-batch MLP (its matmuls; data-tiled, mmt4d whose operands IREE swaps at static
+    sizes) takes bounds from the model compiled at batch 24, as at_inputs finds them."""
+    from iree_dispatch_profiler.core.library import EARLY_DATA_TILING, Target
+    from iree_dispatch_profiler.iree import modules, tunable
+    from iree_dispatch_profiler.iree.launchers import compile_command, lower
+    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree.target import resolve_target
+    from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, loops_at_inputs
+
+    target = resolve_target(tools, Target(cpu=cpu.name, target_triple=cpu.triple))
+    lowered = lower(tools, target, MLP_DYNAMIC, tmp_path, 300)
+    shapes = [(24, 256), (512, 256), (512,), (256, 512), (256,)]
+    flags = [*SURVEY_FLAGS, *(EARLY_DATA_TILING if early else ()),
+             "--iree-llvmcpu-enable-ukernels=all" if early else "--iree-llvmcpu-enable-ukernels=none"]
+    roots = {}
+    for name, text in (("dynamic", lowered.read_text()),
+                       ("static", modules.with_static_dims(lowered.read_text(), "main", shapes))):
+        source, dump = tmp_path / f"{name}.mlir", tmp_path / name
+        source.write_text(text)
+        result = run(compile_command(tools, target, source, tmp_path / f"{name}.vmfb", [
+            *flags, f"--iree-hal-dump-executable-benchmarks-to={dump}_benchmarks",
+            f"--iree-hal-dump-executable-configurations-to={dump}_configs"]), 300)
+        assert result.ok, result.failure("iree-compile", 300)
+        roots[name] = tunable.dispatch_roots(Path(f"{dump}_benchmarks"), "main",
+                                             Path(f"{dump}_configs"))
+    dynamic = {d: r for d, r in roots["dynamic"].items() if r.op is not None}
+    assert len(dynamic) == 2 and all(not r.op.loops for r in dynamic.values()), roots["dynamic"]
+    resolved = {d: loops_at_inputs(d, r, roots["static"]) for d, r in dynamic.items()}
+    assert all(resolved.values()), (resolved, roots["static"])
+    # each matmul's iterations at batch 24 (data-tiled: the batch padded to tiles of 8 or 16)
+    assert all(24 <= np.prod(loops) // (512 * 256) < 24 + 16 for loops in resolved.values()), \
+        resolved
 
 
 BATCH_AND_SEQUENCE = """
