@@ -369,11 +369,12 @@ def dispatch_roots(folder: Path, function: str,
                     config = str(info.lowering_config)
                 elif "lowering_config" in attributes:
                     config = str(attributes["lowering_config"])
+                described = describe(op, -1, function, kind) if kind else None
                 roots[dispatch] = DispatchRoot(
                     dispatch, op.operation.name, tuple(str(v.type) for v in op.operands),
-                    describe(op, -1, function, kind) if kind else None, config,
+                    described, config,
                     _inner_tiled_flops(op) if op.operation.name == INNER_TILED else None,
-                    _loop_bounds(op, partial=True) if kind else ())
+                    _loop_bounds(op, partial=True) if described and not described.loops else ())
     return roots
 
 

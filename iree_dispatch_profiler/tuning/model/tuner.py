@@ -58,6 +58,8 @@ class ModelTuner(Tuner):
         self.source_flags: list[str] = []
         self._data_tiling_said = False
         self._at_inputs_said = ""  # at_inputs' last line: said again only where it differs
+        # at_inputs' builds of the source at the inputs' sizes: (source, flags) -> its roots
+        self._at_inputs_roots: dict[tuple[Path, tuple[str, ...]], dict | None] = {}
         super().__init__(s, toolchain, log)
 
     def signature_source(self) -> Path:
@@ -118,13 +120,17 @@ class ModelTuner(Tuner):
         if not dynamic or any(None in shape for shape in shapes):
             return roots
         source = self.lowered if self.s.input == self.model else self.s.input
-        text = modules.with_static_dims(modules.text_of(source), self.function, shapes)
-        flags = hashlib.sha256(shlex.join(self.base_flags).encode()).hexdigest()[:8]
-        build, static = self.build_surveyed(f"at_inputs_{flags}", self.base_flags, text)
-        if build.reason:
-            if say:
+        key = (source, tuple(self.base_flags))
+        if key not in self._at_inputs_roots:  # adopted flags come back: compiled once
+            text = modules.with_static_dims(modules.text_of(source), self.function, shapes)
+            flags = hashlib.sha256(shlex.join(self.base_flags).encode()).hexdigest()[:8]
+            build, found = self.build_surveyed(f"at_inputs_{flags}", self.base_flags, text)
+            self._at_inputs_roots[key] = None if build.reason else found
+            if build.reason and say:
                 self.log(f"Dispatches of dynamic shapes stay untuned: the model at its inputs' "
                          f"sizes does not compile: {build.reason.splitlines()[0][:200]}")
+        static = self._at_inputs_roots[key]
+        if static is None:
             return roots
         found = dict(roots)
         for dispatch, root in dynamic.items():
@@ -171,15 +177,15 @@ def loops_at_inputs(dispatch: str, root: tunable.DispatchRoot,
     its static ones gives its own; else one whose bounds hold its static ones and one size
     besides gives that size to each dynamic bound (at static sizes IREE's data tiling may swap
     a matmul's operands). Those of the dispatch of its number first; () where they differ."""
-    assert root.op is not None
+    if root.op is None or None not in root.bounds:
+        return ()
     known = Counter(b for b in root.bounds if b is not None)
     fills: dict[str, tuple[int, ...]] = {}
     for name, other in static.items():
-        loops = other.op.loops if other.op is not None else ()
         if (other.op is None or other.op.kind != root.op.kind or other.name != root.name
-                or len(loops) != len(root.bounds) or None not in root.bounds):
+                or len(other.op.loops) != len(root.bounds)):
             continue
-        rest = Counter(loops) - known
+        loops, rest = other.op.loops, Counter(other.op.loops) - known
         if all(b in (None, s) for b, s in zip(root.bounds, loops)):
             fills[name] = loops
         elif not known - Counter(loops) and len(rest) == 1:
