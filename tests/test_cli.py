@@ -1,8 +1,12 @@
 """Bad input: one line naming the problem, exit 2, no traceback, nothing written."""
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
-from helpers import one_line_error, run_script
+from helpers import ROOT, one_line_error, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
@@ -102,6 +106,25 @@ def test_compile_and_profiler_reject_bad_input(tiny, script, args, message):
 def test_help_documents_every_script(script):
     result = run_script(script, "--help")
     assert result.returncode == 0 and "--generated-dir" in result.stdout and "--dispatches" in result.stdout
+
+
+def test_a_reader_that_leaves_early_does_not_end_the_run(tmp_path):
+    """`generator.py | head -1`: the pipe closes after a line, and the dispatches are still all
+    written, the run exiting 0 with no traceback (before: BrokenPipeError, nothing written)."""
+    shape = ["--problem-m=64", "--problem-n=64", "--problem-k=64", "--data-types=f32"]
+    run = subprocess.Popen([sys.executable, str(ROOT / "generator.py"), "--generated-dir",
+                            str(tmp_path), *shape], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    assert run.stdout is not None and run.stdout.readline().startswith("[Generating]")
+    run.stdout.close()
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0 and "Traceback" not in stderr, stderr
+    manifest = json.loads((tmp_path / "generated" / "manifest.json").read_text())
+    (entry,) = manifest["operations"]
+    written = {p.stem for p in tmp_path.glob("generated/linalg/matmul/*/*.mlir")}
+    assert len(entry["configurations"]) > 4 and all(
+        any(name.endswith(f"_{c['name']}") for name in written)
+        for c in entry["configurations"]), written
 
 
 def test_a_generated_dir_that_is_a_file_is_refused(tmp_path):

@@ -4,6 +4,7 @@ one `main` wrapper that turns a UserError into one line and exit 2."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from dataclasses import replace
@@ -264,8 +265,43 @@ def machine_from_args(args: argparse.Namespace, iree_version: str, client=None) 
     return Remote(client or connect(args.scheduler, iree_version), args.profile_on)
 
 
+class _OutputWhileRead:
+    """sys.stdout for a reader that may leave early (`generator.py | head`): from then on the
+    output is dropped and the work goes on, since its files are what it is for (a closed
+    pipe had ended the run with a traceback, before it wrote anything)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self._gone = True
+        # what the stream still buffers is flushed at exit: to nowhere, not to the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def run_main(main: Callable[[Sequence[str] | None], int]) -> None:
-    """Run a script's main: a UserError is one line on stderr and exit 2, never a traceback."""
+    """Run a script's main: a UserError is one line on stderr and exit 2, never a traceback;
+    a reader of its output that leaves early does not end it."""
+    sys.stdout = _OutputWhileRead(sys.stdout)  # type: ignore[assignment]
     try:
         code = main(None)
     except UserError as error:
