@@ -6,7 +6,7 @@ GEN ?= gen
 # seconds of interleaved timing rounds per operation: 12 operations keep `make run` near 4 minutes
 BUDGET ?= 10
 
-.PHONY: setup run test fast browser database bench clean
+.PHONY: setup run test fast lint unit browser database bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,22 +23,26 @@ run: setup
 	-$(PY) compile.py --generated-dir $(GEN)
 	$(PY) profiler.py --generated-dir $(GEN) --output $(GEN)/data.csv --time-budget=$(BUDGET) --html $(GEN)/report.html
 
-# The lint and type gate (ruff, mypy), then the fast lane (no IREE tool runs: seconds), then the tests that drive the
-# real IREE tools: those on every core (one test file per worker: a file's fixtures are made
-# once), then the few that judge one timing against another, alone (`serial`: a neighbour's
-# load is not theirs to measure). The HTML reports' tests open them in Debian's headless
-# chromium: installed here where missing (the tests skip, saying why, where it cannot be).
+# The lint and type gate (ruff, mypy) beside the fast lane (no IREE tool runs; each side takes
+# one core for about a minute), then the tests that drive the real IREE tools: those on every
+# core (one test file per worker: a file's fixtures are made once), then the few that judge one
+# timing against another, alone (`serial`: a neighbour's load is not theirs to measure). The
+# HTML reports' tests open them in Debian's headless chromium: installed here where missing
+# (the tests skip, saying why, where it cannot be).
 test: setup browser database
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -m "not iree"
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit
 	$(PY) -m pytest -q -m "iree and not serial" --numprocesses=auto --maxprocesses=4 --dist=loadfile
 	$(PY) -m pytest -q -m "iree and serial"
 
 # The lint gate and the fast lane alone.
 fast: setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit
+
+lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+unit: setup
 	$(PY) -m pytest -q -m "not iree"
 
 browser:

@@ -31,6 +31,13 @@ FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget
         "--calibration=off"]
 
 
+# compile.py's flag for code this machine cannot run (cross-compiled): IREE accepts or rejects
+# a config in its codegen passes (the vector-size and stack-size checks among them); stopping
+# after them skips LLVM's object emission, about half of each compile. The full sweeps for
+# other CPUs, with vmfbs, are the README's commands.
+STOP_AFTER_CODEGEN = "--iree-compile-extra-flags=--compile-to=executable-targets"
+
+
 # autotune.py's settings for tests: short timing batches and sessions, no calibration, no store
 # (the tests check what happens, not which config is fastest)
 QUICK_TUNING = ["--batch-seconds", "1", "--confirm-seconds", "2", "--calibration=off",

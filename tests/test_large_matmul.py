@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import pytest
 
-from helpers import FAST, run_script
+from helpers import FAST, STOP_AFTER_CODEGEN, run_script
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.ops import cpu_tiles
 
@@ -114,7 +114,7 @@ def test_large_configs_apply_when_cross_compiled(tmp_path, cpu, triple, inner, r
     names = [c["name"] for c in manifest["operations"][0]["configurations"]]
     assert any(n.startswith("data_tiling_") and inner in n for n in names), names
     assert any(n.startswith("packed_") and n.endswith(register) for n in names), names
-    compiled = run_script("compile.py", "--generated-dir", tmp_path)
+    compiled = run_script("compile.py", "--generated-dir", tmp_path, STOP_AFTER_CODEGEN)
     assert compiled.returncode == 0, compiled.stdout[-2000:]
     assert "failed 0" in compiled.stdout and "NOTE" not in compiled.stdout  # every config applied
     # and the packed matmul's unpack took its own config: M0 whole rows a workgroup

@@ -5,7 +5,7 @@ import platform
 
 import pytest
 
-from helpers import FAST, run_script
+from helpers import FAST, STOP_AFTER_CODEGEN, run_script
 
 pytestmark = pytest.mark.iree  # every test here drives the real IREE tools
 
@@ -54,12 +54,8 @@ def test_every_generated_config_compiles_for_each_simd_family(tmp_path, name):
         result = run_script("generator.py", "--generated-dir", tmp_path, *CROSS_TARGETS[name], *shape)
         assert result.returncode == 0, result.stderr
     # Our tile configs are what is checked here (IREE's own defaults are IREE's business).
-    # IREE accepts or rejects a config in its codegen passes (the vector-size check among
-    # them); stopping after them skips LLVM's object emission, 60% of the time. The full
-    # sweeps for the three CPUs, with vmfbs, are the Done-when commands.
     compiled = run_script("compile.py", "--generated-dir", tmp_path,
-                          "--dispatches=_tile_config_",
-                          "--iree-compile-extra-flags=--compile-to=executable-targets")
+                          "--dispatches=_tile_config_", STOP_AFTER_CODEGEN)
     failures = [line for line in compiled.stdout.splitlines() if line.startswith("FAILED")]
     assert compiled.returncode == 0 and "failed 0" in compiled.stdout, failures[:5]
     operations = manifest(tmp_path)["operations"]
