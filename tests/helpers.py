@@ -31,11 +31,12 @@ FAST = ["--benchmark-min-time=0.01", "--benchmark-repetitions=3", "--time-budget
         "--calibration=off"]
 
 
-# compile.py's flag for code this machine cannot run (cross-compiled): IREE accepts or rejects
-# a config in its codegen passes (the vector-size and stack-size checks among them); stopping
-# after them skips LLVM's object emission, about half of each compile. The full sweeps for
-# other CPUs, with vmfbs, are the README's commands.
-STOP_AFTER_CODEGEN = "--iree-compile-extra-flags=--compile-to=executable-targets"
+# iree-compile's flag (and compile.py's) for code that is not run here (cross-compiled, or read
+# only for its dumps): IREE accepts or rejects a config in its codegen passes (the vector-size
+# check among them); stopping after them skips LLVM's object emission, about half of each
+# compile. The full sweeps for other CPUs, with vmfbs, are the README's commands.
+CODEGEN_ONLY = "--compile-to=executable-targets"
+STOP_AFTER_CODEGEN = f"--iree-compile-extra-flags={CODEGEN_ONLY}"
 
 
 # autotune.py's settings for tests: short timing batches and sessions, no calibration, no store

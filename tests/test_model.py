@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import (AVX2, AVX512, DATA_DIR as DATA, NEON, QUICK_MODEL as QUICK, QUICK_TUNING,
+from helpers import (AVX2, AVX512, CODEGEN_ONLY, DATA_DIR as DATA, NEON, QUICK_MODEL as QUICK, QUICK_TUNING,
                      curated, one_line_error, run_script)
 from iree_dispatch_profiler.tuning import flags as module_flags
 
@@ -277,7 +277,7 @@ def dumped_roots(tools, target, source, folder, flags):
     from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS
     result = run(compile_command(tools, target, source, folder.with_suffix(".vmfb"), [
         *flags, *SURVEY_FLAGS, f"--iree-hal-dump-executable-benchmarks-to={folder}",
-        "--compile-to=executable-targets"]), 300)
+        CODEGEN_ONLY]), 300)
     assert result.ok, result.failure("iree-compile", 300)
     return tunable.dispatch_roots(folder, "main")
 
@@ -477,8 +477,8 @@ def test_every_curated_flag_set_is_accepted_by_iree_compile(tools, tmp_path, cpu
     # IREE 3.13's inner_tiled lowering leaves batch matmuls unlowered: a recorded row on models
     # that have one, not an unknown flag
     limits = {"inner_tiled": "failed to legalize operation 'linalg.batch_matmul'"}
-    # code another CPU runs is built up to its executable targets (STOP_AFTER_CODEGEN)
-    stop = [] if cpu == "host" else ["--compile-to=executable-targets"]
+    # code another CPU runs is built up to its executable targets
+    stop = [] if cpu == "host" else [CODEGEN_ONLY]
     for flag_set in flags.CURATED:
         result = run(compile_command(tools, target, DATA / "multi_op.mlir",
                                      tmp_path / f"{flag_set.name}.vmfb", [*flag_set.args, *stop]),
@@ -887,7 +887,7 @@ def test_a_dynamic_batchs_roots_take_their_bounds_on_every_simd_family(tools, tm
         result = run(compile_command(tools, target, source, tmp_path / f"{name}.vmfb", [
             *flags, f"--iree-hal-dump-executable-benchmarks-to={dump}_benchmarks",
             f"--iree-hal-dump-executable-configurations-to={dump}_configs",
-            "--compile-to=executable-targets"]), 300)
+            CODEGEN_ONLY]), 300)
         assert result.ok, result.failure("iree-compile", 300)
         roots[name] = tunable.dispatch_roots(Path(f"{dump}_benchmarks"), "main",
                                              Path(f"{dump}_configs"))
