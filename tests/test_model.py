@@ -268,18 +268,21 @@ def test_model_tuning_runs_end_to_end_resumes_and_is_answered_from_the_store(tmp
         assert not (tmp_path / "again.csv").exists() and seconds < first_seconds
 
 
-def dumped_roots(tools, target, source, folder, flags):
+def dumped_roots(tools, target, source, folder, flags, configured=False):
     """The dispatch roots of `source` compiled with `flags`, as the model tuner finds them (its
-    survey flags, executables dumped to `folder`; built no further than they are dumped)."""
+    survey flags, executables dumped to `folder`; built no further than they are dumped), and
+    where `configured`, those of executables with no benchmark from their configured modules."""
     from iree_dispatch_profiler.iree import tunable
     from iree_dispatch_profiler.iree.launchers import compile_command
     from iree_dispatch_profiler.iree.process import run
     from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS
+    configs = folder.with_name(f"{folder.name}_configs")
+    dump_configs = [f"--iree-hal-dump-executable-configurations-to={configs}"] if configured else []
     result = run(compile_command(tools, target, source, folder.with_suffix(".vmfb"), [
         *flags, *SURVEY_FLAGS, f"--iree-hal-dump-executable-benchmarks-to={folder}",
-        CODEGEN_ONLY]), 300)
+        *dump_configs, CODEGEN_ONLY]), 300)
     assert result.ok, result.failure("iree-compile", 300)
-    return tunable.dispatch_roots(folder, "main")
+    return tunable.dispatch_roots(folder, "main", configs if configured else None)
 
 
 @pytest.mark.parametrize("cpu, triple", [("host", None), ("skylake-avx512", None),
@@ -868,29 +871,22 @@ def test_a_dynamic_batchs_roots_take_their_bounds_on_every_simd_family(tools, tm
     dynamic-batch MLP (its matmuls; data-tiled, mmt4d whose operands IREE swaps at static
     sizes) takes bounds from the model compiled at batch 24, as at_inputs finds them."""
     from iree_dispatch_profiler.core.library import EARLY_DATA_TILING, Target
-    from iree_dispatch_profiler.iree import modules, tunable
-    from iree_dispatch_profiler.iree.launchers import compile_command, lower
-    from iree_dispatch_profiler.iree.process import run
+    from iree_dispatch_profiler.iree import modules
+    from iree_dispatch_profiler.iree.launchers import lower
     from iree_dispatch_profiler.iree.target import resolve_target
-    from iree_dispatch_profiler.tuning.model.tuner import SURVEY_FLAGS, loops_at_inputs
+    from iree_dispatch_profiler.tuning.model.tuner import loops_at_inputs
 
     target = resolve_target(tools, Target(cpu=cpu.name, target_triple=cpu.triple))
     lowered = lower(tools, target, MLP_DYNAMIC, tmp_path, 300)
     shapes = [(24, 256), (512, 256), (512,), (256, 512), (256,)]
-    flags = [*SURVEY_FLAGS, *(EARLY_DATA_TILING if early else ()),
+    flags = [*(EARLY_DATA_TILING if early else ()),
              "--iree-llvmcpu-enable-ukernels=all" if early else "--iree-llvmcpu-enable-ukernels=none"]
     roots = {}
     for name, text in (("dynamic", lowered.read_text()),
                        ("static", modules.with_static_dims(lowered.read_text(), "main", shapes))):
-        source, dump = tmp_path / f"{name}.mlir", tmp_path / name
+        source = tmp_path / f"{name}.mlir"
         source.write_text(text)
-        result = run(compile_command(tools, target, source, tmp_path / f"{name}.vmfb", [
-            *flags, f"--iree-hal-dump-executable-benchmarks-to={dump}_benchmarks",
-            f"--iree-hal-dump-executable-configurations-to={dump}_configs",
-            CODEGEN_ONLY]), 300)
-        assert result.ok, result.failure("iree-compile", 300)
-        roots[name] = tunable.dispatch_roots(Path(f"{dump}_benchmarks"), "main",
-                                             Path(f"{dump}_configs"))
+        roots[name] = dumped_roots(tools, target, source, tmp_path / name, flags, configured=True)
     dynamic = {d: r for d, r in roots["dynamic"].items() if r.op is not None}
     assert len(dynamic) == 2 and all(not r.op.loops for r in dynamic.values()), roots["dynamic"]
     resolved = {d: loops_at_inputs(d, r, roots["static"]) for d, r in dynamic.items()}
