@@ -379,12 +379,15 @@ def test_a_rewrite_under_flags_is_adopted_only_below_iree_defaults_time():
     assert rewrite_search.under("causal_blocks") == ["decompose_attention"]
     assert rewrite_search.under("packed_matmuls") == ["data_tiling_early", "decompose_attention",
                                                       "im2col_data_tiling"]
+    assert rewrite_search.under("packed_matmuls_swapped") == rewrite_search.under(
+        "packed_matmuls")
     assert rewrite_search.under("patch_matmuls") == ["im2col_data_tiling"]
     assert rewrite_search.under("cache_attention") == ["data_tiling_early"]
     assert rewrite_search.under("widened_half_matmuls") == ["data_tiling_early"]
     assert all(r.under == () for r in rewrites.REWRITES
                if r.name not in ("winograd", "causal_blocks", "packed_matmuls", "patch_matmuls",
-                                 "cache_attention", "widened_half_matmuls"))
+                                 "packed_matmuls_swapped", "cache_attention",
+                                 "widened_half_matmuls"))
 
     def row(under: str, ms: float, default_ms: float, speedup: float, low: float) -> dict:
         return {"name": "winograd", "under": under, "status": "ok", "median_ms": ms,
@@ -534,8 +537,10 @@ def test_pointwise_matmuls_takes_1x1_convs_of_one_image_as_they_lie():
     untouched = module(others)
     assert rewrites.pointwise_matmuls(untouched) == (untouched, 0)
     joined = rewrite_search.candidates(module([wide]), AVX2)
-    assert list(joined) == ["pointwise_matmuls", "pointwise_matmuls+packed_matmuls"]
+    assert list(joined) == ["pointwise_matmuls", "pointwise_matmuls+packed_matmuls",
+                            "pointwise_matmuls+packed_matmuls_swapped"]
     assert "linalg.mmt4d" in joined["pointwise_matmuls+packed_matmuls"][1]
+    assert "linalg.mmt4d" in joined["pointwise_matmuls+packed_matmuls_swapped"][1]
 
 
 def test_patch_matmuls_takes_whole_patch_convs_only():
@@ -2004,6 +2009,40 @@ def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
     assert rewrites.packed_matmuls(weights, sse) == (weights, 0)
 
 
+def test_packed_matmuls_swapped_transpose_the_product_and_keep_an_ffn_features_major():
+    """packed_matmuls_swapped computes C^T = W X^T: the weight's columns packed as the register
+    tile's M0 rows, the positions as its N0 columns. Between two such products, the ops of
+    per-feature operands (an FFN's bias and erf) run again over (features, positions), the next
+    pack reading that matrix N0 positions at a time, and the position-major ops are erased. An
+    op of a per-position operand is left position-major (the next pack then transposes), and
+    a matmul of fewer positions than a column tile is not swapped."""
+    from iree_dispatch_profiler.iree import rewrites
+    from iree_dispatch_profiler.tuning.model import rewrite_search
+
+    for cpu, (m0, n0) in FAMILIES.values():
+        text, count = rewrites.packed_matmuls_swapped(ffn(64, 96, 256), cpu)
+        assert count == 2 and text.count("linalg.mmt4d") == 2 and "linalg.matmul" not in text
+        assert f"tensor<96x256xf32> -> tensor<{-(-256 // m0)}x96x{m0}x1xf32>" in text
+        assert f"tensor<64x96xf32> -> tensor<{64 // n0}x96x{n0}x1xf32>" in text
+        features_major = f"tensor<256x64xf32> -> tensor<{64 // n0}x256x{n0}x1xf32>"
+        assert features_major in text
+        assert text.count("math.erf") == 1 and "tensor<64x256xf32>" not in text
+        by_features, _ = rewrites.packed_matmuls_swapped(ffn(64, 96, 256, "features"), cpu)
+        assert features_major in by_features
+        by_positions, _ = rewrites.packed_matmuls_swapped(ffn(64, 96, 256, "positions"), cpu)
+        assert features_major not in by_positions
+        assert f"tensor<64x256xf32> -> tensor<{64 // n0}x256x{n0}x1xf32>" in by_positions
+        assert rewrites.packed_matmuls_swapped(ffn(n0, 96, 256), cpu)[1] == 2
+        assert rewrites.packed_matmuls_swapped(ffn(n0 - 1, 96, 256), cpu)[1] == 0
+    # measured in packed_matmuls' place, alone and joined, never beside it
+    assert list(rewrite_search.candidates(ffn(64, 96, 256), AVX2)) == [
+        "packed_matmuls", "packed_matmuls_swapped", "rational_erf",
+        "packed_matmuls+rational_erf", "packed_matmuls_swapped+rational_erf"]
+    assert list(rewrite_search.candidates(ffn(64, 96, 256), AVX2, (
+        "packed_matmuls_swapped", "rational_erf"))) == [
+        "packed_matmuls_swapped", "rational_erf", "packed_matmuls_swapped+rational_erf"]
+
+
 def dense(values: np.ndarray) -> str:
     """An f32 array as a dense attribute's value."""
     rows = ", ".join("[" + ", ".join(f"{v:.8e}" for v in row) + "]" for row in values)
@@ -2011,13 +2050,14 @@ def dense(values: np.ndarray) -> str:
 
 
 @pytest.mark.iree
-@pytest.mark.parametrize("k", [96, 50])
-def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch, k):
+@pytest.mark.parametrize("k, swapped", [(96, False), (50, False), (96, True)])
+def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch, k, swapped):
     """Rows and columns that are not whole tiles (50 x K, padded to the host's tile), in each
     layout (two batches of 50 rows sharing the weight too), compiled with the flag the rewrite
     ships (ukernels off) and run by IREE: numpy's product, with A packed from M0 x N0 blocks
-    (K = 96, whole blocks on every family) and without (50). With the layouts' transposition
-    taken the other way round (a square weight, so that it still compiles), they are not."""
+    (K = 96, whole blocks on every family) and without (50), and swapped (C^T = W X^T, the
+    weight's rows packed as A's). With the layouts' transposition taken the other way round
+    (a square weight, so that it still compiles), they are not."""
     from iree_dispatch_profiler.core.library import NO_UKERNELS
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.iree.launchers import run_module
@@ -2029,12 +2069,12 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch, k)
     weight = rng.standard_normal((n, k)).astype(np.float32)
     layouts = ("kxn", "nxk", "batched", "broadcast", "broadcast4d")
     source = linears(m, k, n, dense(weight), layouts)
-    text, count = rewrites.packed_matmuls(source, cpu)
+    text, count = rewrites.packed_matmuls(source, cpu, swapped)
     assert count == 5
     flipped = {op: (a, {b: not t for b, t in maps.items()})
                for op, (a, maps) in rewrites._MATMUL_MAPS.items()}
     monkeypatch.setattr(rewrites, "_MATMUL_MAPS", flipped)
-    wrong, _ = rewrites.packed_matmuls(source, cpu)
+    wrong, _ = rewrites.packed_matmuls(source, cpu, swapped)
     xs = [rng.standard_normal((BATCHES.get(layout, 1) * m, k)).astype(np.float32)
           for layout in layouts]
     inputs = saved(tmp_path, xs, "x")
@@ -2049,6 +2089,42 @@ def test_packed_matmuls_compute_numpys_products(tools, tmp_path, monkeypatch, k)
             assert all(c.ok for c in checks), [c.detail for c in checks]
         else:
             assert not any(c.ok for c in checks)
+
+
+def ffn(m: int, k: int, hidden: int, scale: str = "") -> str:
+    """A Linear (K -> hidden), its bias and erf, a Linear back (a transformer's FFN) on m
+    positions; `scale` ("features", "positions"): the activation also times a vector along
+    that dimension."""
+    t = "xf32>"
+    scaled = {"features": "(j)", "positions": "(i)"}.get(scale)
+    vector = f"tensor<{hidden if scale == 'features' else m}{t}"
+    return (f"func.func @main(%x: tensor<{m}x{k}{t}, %w1: tensor<{k}x{hidden}{t}, "
+            f"%w2: tensor<{hidden}x{k}{t}, %b: tensor<{hidden}{t}"
+            + (f", %s: {vector}" if scaled else "") + f") -> tensor<{m}x{k}{t} {{\n"
+            "  %zero = arith.constant 0.0 : f32\n"
+            f"  %e1 = tensor.empty() : tensor<{m}x{hidden}{t}\n"
+            f"  %a1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<{m}x{hidden}{t}) -> "
+            f"tensor<{m}x{hidden}{t}\n"
+            f"  %h = linalg.matmul ins(%x, %w1 : tensor<{m}x{k}{t}, tensor<{k}x{hidden}{t}) "
+            f"outs(%a1 : tensor<{m}x{hidden}{t}) -> tensor<{m}x{hidden}{t}\n"
+            "  %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, "
+            "affine_map<(i, j) -> (j)>, "
+            + (f"affine_map<(i, j) -> {scaled}>, " if scaled else "")
+            + "affine_map<(i, j) -> (i, j)>], iterator_types = [\"parallel\", \"parallel\"]} "
+            f"ins(%h, %b{', %s' if scaled else ''} : tensor<{m}x{hidden}{t}, tensor<{hidden}{t}"
+            + (f", {vector}" if scaled else "")
+            + f") outs(%e1 : tensor<{m}x{hidden}{t}) {{\n"
+            f"  ^bb0(%in: f32, %bias: f32, {'%by: f32, ' if scaled else ''}%out: f32):\n"
+            "    %s0 = arith.addf %in, %bias : f32\n"
+            + ("    %s1 = arith.mulf %s0, %by : f32\n" if scaled else "")
+            + f"    %v = math.erf {'%s1' if scaled else '%s0'} : f32\n"
+            "    linalg.yield %v : f32\n"
+            f"  }} -> tensor<{m}x{hidden}{t}\n"
+            f"  %e2 = tensor.empty() : tensor<{m}x{k}{t}\n"
+            f"  %a2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<{m}x{k}{t}) -> tensor<{m}x{k}{t}\n"
+            f"  %y = linalg.matmul ins(%g, %w2 : tensor<{m}x{hidden}{t}, tensor<{hidden}x{k}{t}) "
+            f"outs(%a2 : tensor<{m}x{k}{t}) -> tensor<{m}x{k}{t}\n"
+            f"  return %y : tensor<{m}x{k}{t}\n}}\n")
 
 
 @pytest.mark.iree
@@ -2066,27 +2142,7 @@ def test_an_ffns_activation_between_packed_matmuls_vectorizes_along_their_tile(t
     from iree_dispatch_profiler.iree import rewrites
 
     target, (m0, n0) = FAMILIES[cpu]
-    t = "xf32>"
-    source = (f"func.func @main(%x: tensor<64x96{t}, %w1: tensor<96x256{t}, "
-              f"%w2: tensor<256x96{t}, %b: tensor<256{t}) -> tensor<64x96{t} {{\n"
-              "  %zero = arith.constant 0.0 : f32\n"
-              f"  %e1 = tensor.empty() : tensor<64x256{t}\n"
-              f"  %a1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<64x256{t}) -> tensor<64x256{t}\n"
-              f"  %h = linalg.matmul ins(%x, %w1 : tensor<64x96{t}, tensor<96x256{t}) "
-              f"outs(%a1 : tensor<64x256{t}) -> tensor<64x256{t}\n"
-              f"  %g = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, "
-              "affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = [\"parallel\", \"parallel\"]} "
-              f"ins(%h, %b : tensor<64x256{t}, tensor<256{t}) outs(%e1 : tensor<64x256{t}) {{\n"
-              "  ^bb0(%in: f32, %bias: f32, %out: f32):\n"
-              "    %s = arith.addf %in, %bias : f32\n"
-              "    %v = math.erf %s : f32\n"
-              "    linalg.yield %v : f32\n"
-              f"  }} -> tensor<64x256{t}\n"
-              f"  %e2 = tensor.empty() : tensor<64x96{t}\n"
-              f"  %a2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<64x96{t}) -> tensor<64x96{t}\n"
-              f"  %y = linalg.matmul ins(%g, %w2 : tensor<64x256{t}, tensor<256x96{t}) "
-              f"outs(%a2 : tensor<64x96{t}) -> tensor<64x96{t}\n"
-              f"  return %y : tensor<64x96{t}\n}}\n")
+    source = ffn(64, 96, 256)
     text, count = rewrites.packed_matmuls(source, target)
     assert count == 2
     dump = tmp_path / "dump"
@@ -2096,6 +2152,29 @@ def test_an_ffns_activation_between_packed_matmuls_vectorizes_along_their_tile(t
     (fused,) = [c for c in configured if "math.erf" in c and "linalg.pack" in c]
     assert "linalg.unpack" in fused
     assert f"vector_common_parallel = [{m0}, {n0}]" in fused, fused
+
+
+@pytest.mark.iree
+def test_an_ffn_packed_swapped_computes_numpys_values_features_major(tools, tmp_path):
+    """An FFN (64 positions, 96 -> 64 -> 96) packed swapped, its bias and erf features-major,
+    run by IREE: numpy's erf(x W1 + b) W2. With that op reading the bias along the positions
+    instead (as many as the features, so that it still compiles), it is not."""
+    from scipy.special import erf
+
+    from iree_dispatch_profiler.iree import rewrites
+
+    rng = np.random.default_rng(0)
+    x, w1, w2, b = (rng.standard_normal(s).astype(np.float32)
+                    for s in ((64, 96), (96, 64), (64, 96), (64,)))
+    text, count = rewrites.packed_matmuls_swapped(ffn(64, 96, 64), host_cpu(tools))
+    along_features = "affine_map<(d0, d1) -> (d0)>"
+    assert count == 2 and text.count(along_features) == 1
+    wrong = text.replace(along_features, "affine_map<(d0, d1) -> (d1)>")
+    wanted = erf(x.astype(np.float64) @ w1 + b) @ w2
+    results = agreements(tools, tmp_path, (x, w1, w2, b), {"swapped": text, "wrong": wrong},
+                         wanted)
+    assert results["swapped"].ok, results["swapped"].detail
+    assert not results["wrong"].ok
 
 
 @pytest.mark.iree

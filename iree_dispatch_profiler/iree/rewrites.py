@@ -84,7 +84,13 @@ pack fuses with their producer. IREE's default lowers every f32 mmt4d to its mic
 runs other tiles as scalar code, so the rewritten model compiles with ukernels off
 (Rewrite.flags). A BERT layer on an Emerald Rapids, its four projections tuned inside the
 model: 258-303 GFLOP/s where the microkernel reached 202-225, the call 9.35 -> 7.88 ms under
-SCHED_BATCH (PyTorch eager 7.89). The tenth, patch_matmuls, writes a patch embedding's conv
+SCHED_BATCH (PyTorch eager 7.89). packed_matmuls_swapped, measured in its place, packs the
+same matmuls to compute C^T = W X^T, the weight's rows the tile's rows and the positions its
+columns, and writes the elementwise ops between two such products again over (features,
+positions) where each of their operands is per feature: the next pack then copies N0-wide
+rows where packed_matmuls' transposes each M0 x N0 tile, and a channels-first model's own
+transposes cancel the product's (a ConvNeXt block on a Zen 3: the dispatch of its GELU
+1.9-2.2 -> 0.9-1.2 ms, its last 1.0-1.2 -> 0.2-0.25). The tenth, patch_matmuls, writes a patch embedding's conv
 (stride = kernel) as the patches' rows times the filter's rows, a Linear's matmul, which
 packed_matmuls, applied after it, then packs too. A matmul into anything but zeros (a conv's
 bias broadcast) is packed from zeros and the accumulator added after the unpack: packed,
@@ -193,6 +199,9 @@ class Rewrite:
     # flags every build of the rewritten model takes, last on the command line (the answer too)
     flags: tuple[str, ...] = ()
     targeted: bool = False  # its rewrite depends on the CPU
+    # the rewrite it is the other way of writing (the same ops, done otherwise): measured in
+    # its place, alone and joined with the others, never beside it
+    instead_of: str = ""
 
     def run(self, text: str, cpu: CpuTarget) -> tuple[str, int]:
         return self.apply(text, cpu) if self.targeted else self.apply(text)
@@ -2207,10 +2216,11 @@ def _taps_packed(b, n1: int, n0: int):
                      [[0], [1], [2, 3]])
 
 
-def _packed_takes(tile: tuple[int, int, int]):
+def _packed_takes(tile: tuple[int, int, int], swapped: bool = False):
     """A check of an op: a static f32 matmul, or batch matmul of one batch or of one B for
     every batch (its batches are then rows), in a layout of _MATMUL_MAPS, of at least
-    PACKED_MIN_ROW_TILES rows of `tile`, a whole column tile and a reduction of SHALLOW_K."""
+    PACKED_MIN_ROW_TILES rows of `tile` (`swapped`: B's columns are the rows, A's rows the
+    columns), a whole column tile and a reduction of SHALLOW_K."""
     def check(op) -> bool:
 
         if op.name not in _MATMUL_MAPS or len(op.operands) != 3:
@@ -2224,23 +2234,92 @@ def _packed_takes(tile: tuple[int, int, int]):
         a_map, b_maps = _MATMUL_MAPS[op.name]
         maps = _map_results(op)
         m, n = types[2].shape[-2:]
+        rows, columns = (n, batches * m) if swapped else (batches * m, n)
         return (maps[0] == a_map and maps[1] in b_maps and not _shallow(op)
-                and batches * m >= PACKED_MIN_ROW_TILES * tile[0] and n >= tile[1])
+                and rows >= PACKED_MIN_ROW_TILES * tile[0] and columns >= tile[1])
     return check
 
 
-def _packed(op, tile: tuple[int, int, int]) -> list:
+def _features_major(value):
+    """`value` (positions... x features) as the features x positions matrix it transposes,
+    where the ops computing it from a transpose [1, 0] (a swapped packed matmul's product) are
+    reshapes of the positions and elementwise ops of per-feature operands (an FFN's bias and
+    GELU): those ops again over (features, positions), their result that matrix. None where
+    `value` is not so computed. IREE folds the transpose into the unpack instead, and runs the
+    ops and the next pack position-major, transposing twice (a ConvNeXt block's, Zen 3)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg, tensor
+
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    rank = ir.RankedTensorType(value.type).rank
+    if owner.name == "linalg.transpose":
+        return (owner.operands[0] if rank == 2
+                and _array_ints(owner.attributes["permutation"]) == [1, 0] else None)
+    if owner.name in RESHAPES:
+        source = owner.operands[0]
+        kept = _groups_of(owner)[-1] == [max(rank, ir.RankedTensorType(source.type).rank) - 1]
+        return _features_major(source) if kept else None
+    if owner.name != "linalg.generic" or len(owner.results) != 1:
+        return None
+    block = owner.regions[0].blocks[0]
+    inputs = list(owner.operands)[:-1]
+    maps = _map_results(owner)
+    whole = f"({', '.join(f'd{i}' for i in range(rank))})"
+    if (maps[-1] != whole or any(str(i) != "#linalg.iterator_type<parallel>"
+                                 for i in ir.ArrayAttr(owner.attributes["iterator_types"]))
+            or list(block.arguments[-1].uses)
+            or any(o.name == "linalg.index" for o in block.operations)
+            or any(m not in (whole, f"(d{rank - 1})", "()") for m in maps[:-1])):
+        return None
+    streams = [i for i, m in enumerate(maps[:-1]) if m == whole]
+    if len(streams) != 1:
+        return None
+    matrix = _features_major(inputs[streams[0]])
+    if matrix is None:
+        return None
+    features, positions = ir.RankedTensorType(matrix.type).shape
+    d = [ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)]
+    read = {whole: ir.AffineMap.get_identity(2), f"(d{rank - 1})": ir.AffineMap.get(2, 0, [d[0]]),
+            "()": ir.AffineMap.get(2, 0, [])}
+    element = ir.RankedTensorType(value.type).element_type
+    generic = linalg.GenericOp(
+        [ir.RankedTensorType.get([features, positions], element)],
+        [matrix if i in streams else v for i, v in enumerate(inputs)],
+        [tensor.EmptyOp([features, positions], element).result],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(read[m]) for m in maps]),
+        ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * 2))
+    body = generic.regions[0].blocks.append(*[a.type for a in block.arguments])
+    copied = list(zip(block.arguments, body.arguments))
+    with ir.InsertionPoint(body):
+        for op in block.operations:
+            copy = op.clone()
+            for i, operand in enumerate(copy.operands):
+                copy.operands[i] = next((new for old, new in copied if old == operand), operand)
+            copied += list(zip(op.results, copy.results))
+    return generic.result
+
+
+def _packed(op, tile: tuple[int, int, int], swapped: bool = False) -> list:
     """A matmul as IREE's data tiling writes one, with our register tile: A, B (NxK or KxN)
     and the accumulator packed into `tile`'s (M0, N0, K0) tiles, zero-padded; a linalg.mmt4d of
     them; the result unpacked. A batch matmul's batches are rows of A, its B the one matrix
     they share. IREE packs a B computed from globals and constants alone (a weight) once, at
-    load; a B passed in, every call, as data tiling does."""
+    load; a B passed in, every call, as data tiling does. `swapped`: the product transposed,
+    C^T = B^T A^T, B's columns (a Linear's output features) the tile's M0 rows and A's rows
+    (the positions) its N0 columns, C^T unpacked and transposed back."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, linalg, tensor
 
     a, b, init = op.operands
     shape = ir.RankedTensorType(init.type).shape
     transposed = _MATMUL_MAPS[op.name][1][_map_results(op)[1]]
+    # An accumulator other than a fill (a conv's bias broadcast over its output) is added after
+    # the unpack, where it fuses: packed, IREE hoists the pack of a broadcast parameter into an
+    # initializer it vectorizes whole (a 64x400 bias: one 4800-lane vector, 23 s of LLVM)
+    fill = (init.owner.operands[0] if not isinstance(init.owner, ir.Block)
+            and init.owner.name == "linalg.fill" else None)
     if op.name == "linalg.batch_matmul":
         rows = [[0, 1], [2]]
         a, init = (_reshaped(v, [shape[0] * shape[1], ir.RankedTensorType(v.type).shape[2]], rows)
@@ -2249,6 +2328,7 @@ def _packed(op, tile: tuple[int, int, int]) -> list:
     m0, n0, k0 = tile
     m, k = ir.RankedTensorType(a.type).shape
     n = shape[-1]
+    k1 = -(-k // k0)
     f32 = ir.F32Type.get()
     zero = arith.constant(f32, 0.0)
 
@@ -2258,40 +2338,70 @@ def _packed(op, tile: tuple[int, int, int]) -> list:
         return linalg.pack(value, dest, positions, inner, padding_value=zero,
                            outer_dims_perm=permutation)
 
-    m1, n1, k1 = -(-m // m0), -(-n // n0), -(-k // k0)
-    if k0 == 1 and k % n0 == 0:
-        # the same M0x1 tiles, packed as M0 x N0 blocks read along K: an A computed by the
-        # elementwise ops after another packed matmul (an FFN's GELU) then shares that one's
-        # N0-wide inner tile, and IREE vectorizes their fused unpack, ops and pack N0 wide
-        # where it took M0x1 vectors (BERT's GELU dispatch, Zen 3: 4.5 -> 1.7 ms)
-        blocks = pack(a, [m1, k // n0], [n0, m0], [1, 0])
-        packed_a = _reshaped(_reshaped(blocks, [m1, k, m0], [[0], [1, 2], [3]]),
-                             [m1, k, m0, 1], [[0], [1], [2, 3]])
+    def lhs(value, rows: int):
+        """`value` (rows x K) packed as the mmt4d's LHS."""
+        if k0 == 1 and k % n0 == 0:
+            # the same M0x1 tiles, packed as M0 x N0 blocks read along K: an A computed by the
+            # elementwise ops after another packed matmul (an FFN's GELU) then shares that one's
+            # N0-wide inner tile, and IREE vectorizes their fused unpack, ops and pack N0 wide
+            # where it took M0x1 vectors (BERT's GELU dispatch, Zen 3: 4.5 -> 1.7 ms)
+            blocks = pack(value, [-(-rows // m0), k // n0], [n0, m0], [1, 0])
+            return _reshaped(_reshaped(blocks, [-(-rows // m0), k, m0], [[0], [1, 2], [3]]),
+                             [-(-rows // m0), k, m0, 1], [[0], [1], [2, 3]])
+        return pack(value, [-(-rows // m0), k1], [m0, k0], [0, 1])
+
+    if swapped:
+        rows, columns = n, m
+        packed_a = lhs(b, n) if transposed else pack(b, [-(-n // m0), k1], [m0, k0], [1, 0],
+                                                     [1, 0])
+        matrix = _features_major(a)
+        packed_b = (pack(a, [-(-m // n0), k1], [n0, k0], [0, 1]) if matrix is None
+                    else pack(matrix, [-(-m // n0), k1], [n0, k0], [1, 0], [1, 0]))
     else:
-        packed_a = pack(a, [m1, k1], [m0, k0], [0, 1])
-    taps = None if transposed or k0 != 1 else _taps_packed(b, n1, n0)
-    packed_b = (pack(b, [n1, k1], [n0, k0], [0, 1]) if transposed
-                else taps if taps is not None else pack(b, [n1, k1], [n0, k0], [1, 0], [1, 0]))
-    # An accumulator other than a fill (a conv's bias broadcast over its output) is added after
-    # the unpack, where it fuses: packed, IREE hoists the pack of a broadcast parameter into an
-    # initializer it vectorizes whole (a 64x400 bias: one 4800-lane vector, 23 s of LLVM)
-    filled = not isinstance(init.owner, ir.Block) and init.owner.name == "linalg.fill"
-    accumulator = init if filled else _zeros([m, n], f32)
-    product = linalg.mmt4d(packed_a, packed_b,
-                           outs=[pack(accumulator, [m1, n1], [m0, n0], [0, 1])])
-    result = linalg.unpack(product, tensor.EmptyOp([m, n], f32).result, [0, 1], [m0, n0])
-    if not filled:
+        rows, columns = m, n
+        packed_a = lhs(a, m)
+        taps = None if transposed or k0 != 1 else _taps_packed(b, -(-n // n0), n0)
+        packed_b = (pack(b, [-(-n // n0), k1], [n0, k0], [0, 1]) if transposed
+                    else taps if taps is not None
+                    else pack(b, [-(-n // n0), k1], [n0, k0], [1, 0], [1, 0]))
+    accumulator = (_zeros([rows, columns], f32) if fill is None else
+                   linalg.fill(fill, outs=[tensor.EmptyOp([rows, columns], f32).result]))
+    product = linalg.mmt4d(packed_a, packed_b, outs=[
+        pack(accumulator, [-(-rows // m0), -(-columns // n0)], [m0, n0], [0, 1])])
+    result = linalg.unpack(product, tensor.EmptyOp([rows, columns], f32).result, [0, 1],
+                           [m0, n0])
+    if swapped:
+        result = _permuted(result, [1, 0])
+    if fill is None:
         identity = ir.AffineMap.get_identity(2)
         result = _generic([result], [identity, identity], init, 0,
                           lambda args, total: arith.addf(args[0], total)).result
     return [_reshaped(result, shape, [[0, 1], [2]]) if len(shape) == 3 else result]
 
 
-def packed_matmuls(text: str, cpu: CpuTarget) -> tuple[str, int]:
+# ops without side effects, erased where nothing reads them
+_PURE_DIALECTS = ("linalg.", "tensor.", "arith.", "math.")
+
+
+def _erase_unread(module) -> None:
+    """The pure ops of `module` whose results nothing reads erased, last first (what they read
+    may then be unread too): the elementwise ops _features_major wrote again, features-major."""
+    for op in reversed([o.operation for o in modules.walk(module.operation)]):
+        if (op.name.startswith(_PURE_DIALECTS) and op.parent.name in ("func.func", "util.func")
+                and op.results and not any(list(r.uses) for r in op.results)):
+            op.erase()
+
+
+def packed_matmuls(text: str, cpu: CpuTarget, swapped: bool = False) -> tuple[str, int]:
     tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
     if tile is None:
         return text, 0
-    return _rewrite(text, _packed_takes(tile), lambda op: _packed(op, tile))
+    return _rewrite(text, _packed_takes(tile, swapped), lambda op: _packed(op, tile, swapped),
+                    after=_erase_unread if swapped else None)
+
+
+def packed_matmuls_swapped(text: str, cpu: CpuTarget) -> tuple[str, int]:
+    return packed_matmuls(text, cpu, swapped=True)
 
 
 REWRITES = (
@@ -2384,6 +2494,15 @@ REWRITES = (
             # and beside a decomposed attention: a Swin block's, whole under IREE's default
             # (37 ms a call), hid its two matmuls at 47-52% of the ceiling (0.99x), where the
             # tuned block decomposes it and runs 5.7 ms
+            under=("data_tiling_early", "im2col_data_tiling", "decompose_attention")),
+    Rewrite("packed_matmuls_swapped", "matmuls packed as packed_matmuls packs them, their "
+            "product transposed (C^T = W X^T: the weight's rows the register tile's, the "
+            "positions its columns), and the elementwise ops between two of them (an FFN's "
+            "bias and GELU) run features-major: each 16-wide row of positions unpacked and "
+            "packed again whole, where packed_matmuls transposes each 6x16 tile, and a "
+            "channels-first model's own transposes cancel (a ConvNeXt block's two Linears, "
+            "Zen 3: its call 7.0-8.3 -> 5.4-7.2 ms)", packed_matmuls_swapped,
+            flags=(NO_UKERNELS,), targeted=True, instead_of="packed_matmuls",
             under=("data_tiling_early", "im2col_data_tiling", "decompose_attention")),
     Rewrite("nearest_upsample", "nearest-neighbour upsampling by whole factors (PyTorch's "
             "interpolate, Upsample: diffusion UNets, YOLO, FPN) as a broadcast of each element "

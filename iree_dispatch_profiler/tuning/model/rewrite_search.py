@@ -81,7 +81,9 @@ def candidates(source: str, cpu: CpuTarget, allowed: tuple[str, ...] | None = No
     each applied to what those before it wrote: they rewrite different ops, and a later one
     may take what an earlier one wrote (packed_matmuls, patch_matmuls' matmul). Where three or
     more do, all but each one too: one may lose where the others gain (Winograd on a 3-D
-    UNet's 2-D convs, beside conv_transpose_phases' matmul)."""
+    UNet's 2-D convs, beside conv_transpose_phases' matmul). A rewrite that is another way of
+    writing one's ops (Rewrite.instead_of) is measured alone, and joined in its place with all
+    the others (not in the sets of all but one: each of its rows costs a model's build)."""
     chosen = [r for r in rewrites.REWRITES if allowed is None or r.name in allowed]
     found = {}
     for rewrite in chosen:
@@ -100,10 +102,15 @@ def candidates(source: str, cpu: CpuTarget, allowed: tuple[str, ...] | None = No
         if len(joined) > 1 and name not in found:
             found[name] = ("; ".join(r.why for r in joined), text, count)
         return joined
-    every = add_joined(chosen)
+    names = {r.name for r in chosen}
+    main = [r for r in chosen if r.instead_of not in names]
+    every = add_joined(main)
     if len(every) > 2:
         for left in every:
-            add_joined([r for r in chosen if r is not left])
+            add_joined([r for r in main if r is not left])
+    for other in chosen:  # the other way of writing a rewrite's ops, in its place in them all
+        if other.instead_of in names:
+            add_joined([other if r.name == other.instead_of else r for r in main])
     return found
 
 
