@@ -2014,8 +2014,8 @@ def test_packed_matmuls_swapped_transpose_the_product_and_keep_an_ffn_features_m
     tile's M0 rows, the positions as its N0 columns. Between two such products, the ops of
     per-feature operands (an FFN's bias and erf) run again over (features, positions), the next
     pack reading that matrix N0 positions at a time, and the position-major ops are erased. An
-    op of a per-position operand is left position-major (the next pack then transposes), and
-    a matmul of fewer positions than a column tile is not swapped."""
+    op of a per-position operand, or of its loops' indices, is left position-major (the next
+    pack then transposes), and a matmul of fewer positions than a column tile is not swapped."""
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.tuning.model import rewrite_search
 
@@ -2030,8 +2030,13 @@ def test_packed_matmuls_swapped_transpose_the_product_and_keep_an_ffn_features_m
         by_features, _ = rewrites.packed_matmuls_swapped(ffn(64, 96, 256, "features"), cpu)
         assert features_major in by_features
         by_positions, _ = rewrites.packed_matmuls_swapped(ffn(64, 96, 256, "positions"), cpu)
-        assert features_major not in by_positions
-        assert f"tensor<64x256xf32> -> tensor<{64 // n0}x256x{n0}x1xf32>" in by_positions
+        by_index, _ = rewrites.packed_matmuls_swapped(ffn(64, 96, 256).replace(
+            "    %s0 = arith.addf %in, %bias : f32\n",
+            "    %i = linalg.index 1 : index\n    %c = arith.index_cast %i : index to i32\n"
+            "    %f = arith.sitofp %c : i32 to f32\n    %s0 = arith.addf %in, %f : f32\n"), cpu)
+        for position_major in (by_positions, by_index):  # its position read: not moved
+            assert features_major not in position_major
+            assert f"tensor<64x256xf32> -> tensor<{64 // n0}x256x{n0}x1xf32>" in position_major
         assert rewrites.packed_matmuls_swapped(ffn(n0, 96, 256), cpu)[1] == 2
         assert rewrites.packed_matmuls_swapped(ffn(n0 - 1, 96, 256), cpu)[1] == 0
     # measured in packed_matmuls' place, alone and joined, never beside it

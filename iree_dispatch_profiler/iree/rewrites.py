@@ -2270,7 +2270,8 @@ def _features_major(value):
     if (maps[-1] != whole or any(str(i) != "#linalg.iterator_type<parallel>"
                                  for i in ir.ArrayAttr(owner.attributes["iterator_types"]))
             or list(block.arguments[-1].uses)
-            or any(o.name == "linalg.index" for o in block.operations)
+            # a loop's index is another loop's there; a nested op's operands are not remapped
+            or any(o.name == "linalg.index" or len(o.regions) for o in block.operations)
             or any(m not in (whole, f"(d{rank - 1})", "()") for m in maps[:-1])):
         return None
     streams = [i for i, m in enumerate(maps[:-1]) if m == whole]
