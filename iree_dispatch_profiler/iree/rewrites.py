@@ -90,9 +90,9 @@ columns, and writes the elementwise ops between two such products again over (fe
 positions) where each of their operands is per feature: the next pack then copies N0-wide
 rows where packed_matmuls' transposes each M0 x N0 tile, and a channels-first model's own
 transposes cancel the product's (a ConvNeXt block on a Zen 3: the dispatch of its GELU
-1.9-2.2 -> 0.9-1.2 ms, its last 1.0-1.2 -> 0.2-0.25). The tenth, patch_matmuls, writes a patch embedding's conv
-(stride = kernel) as the patches' rows times the filter's rows, a Linear's matmul, which
-packed_matmuls, applied after it, then packs too. A matmul into anything but zeros (a conv's
+1.9-2.2 -> 0.9-1.2 ms, its last 1.0-1.2 -> 0.2-0.25). The tenth, patch_matmuls, writes a
+patch embedding's conv (stride = kernel) as the patches' rows times the filter's rows, a
+Linear's matmul, which packed_matmuls, applied after it, then packs too. A matmul into anything but zeros (a conv's
 bias broadcast) is packed from zeros and the accumulator added after the unpack: packed,
 IREE hoisted the pack of a parameter's broadcast bias into an initializer it vectorized whole
 (a 64x400 bias: one 4800-lane vector, 23 s of LLVM for a dilated-TCN block; 2.2 s after).
@@ -2499,8 +2499,8 @@ REWRITES = (
     Rewrite("packed_matmuls_swapped", "matmuls packed as packed_matmuls packs them, their "
             "product transposed (C^T = W X^T: the weight's rows the register tile's, the "
             "positions its columns), and the elementwise ops between two of them (an FFN's "
-            "bias and GELU) run features-major: each 16-wide row of positions unpacked and "
-            "packed again whole, where packed_matmuls transposes each 6x16 tile, and a "
+            "bias and GELU) run features-major: each row of N0 positions unpacked and packed "
+            "again whole, where packed_matmuls transposes each M0 x N0 tile, and a "
             "channels-first model's own transposes cancel (a ConvNeXt block's two Linears, "
             "Zen 3: its call 7.0-8.3 -> 5.4-7.2 ms)", packed_matmuls_swapped,
             flags=(NO_UKERNELS,), targeted=True, instead_of="packed_matmuls",
