@@ -815,7 +815,8 @@ def test_a_grouped_models_taps_are_tuned_inside_the_model(tmp_path, tools):
     # 16 rows of 16, padded to 32 columns (grouped_taps' flattened rows)
     tuned = re.findall(r"^target (\d+): (.*) in \S+_reduction_", result.stdout, re.M)
     assert len(tuned) == 1 and tuned[0][1].startswith("linalg.generic batch=4 m=8 n=512 k=8 ")
-    assert len(re.findall(r"^target \d+:", result.stdout, re.M)) == 1  # the 1x1 convs are not
+    # the 1x1 convs are not (the one target's line may come twice: a CI run printed it so)
+    assert set(re.findall(r"^target (\d+):", result.stdout, re.M)) == {tuned[0][0]}
     trials = pd.read_csv(output)
     trials = trials[trials["op"] == int(tuned[0][0])]
     assert len(trials) == 3 and (trials["status"] == "ok").all()
