@@ -1000,7 +1000,7 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
     Winograd's conv of 128 channels, its filter a parameter transformed in an initializer;
     a decode step's attention written out over its cache, with a Linear data-tiled; the causal
     attention in blocks, decomposed and data-tiled (4 blocks of 64 rows failed to compile so
-    on this host); a 1-D conv's taps, and packed; a global pool, with float reductions reassociated; a Linear's matmul packed
+    on this host); a 1-D conv's taps, and packed; a global pool, with float reductions reassociated; a Linear's matmul packed; an FFN's pair packed swapped
     into the family's register tile, with ukernels off; a patch embedding's matmul; a 3-D
     conv's taps joined; a transposed conv's phases."""
     from iree_dispatch_profiler.iree import rewrites
@@ -1013,6 +1013,11 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
         assert count == 1 and f"inner_tiles = [{m0}, {n0}]" in text
         return text, flags_of(rewrite)
 
+    if rewrite == "packed_matmuls_swapped":  # an FFN's pair, its GELU features-major
+        target, (m0, n0) = FAMILIES[cpu]
+        text, count = rewrites.packed_matmuls_swapped(ffn(64, 96, 256), target)
+        assert count == 2 and f"inner_tiles = [{m0}, {n0}]" in text
+        return text, flags_of(rewrite)
     if rewrite == "conv1d_taps+packed_matmuls":  # a speech encoder's strided conv: its
         target, _ = FAMILIES[cpu]  # taps read into the family's tiles in place
         text, _ = rewrites.conv1d_taps(conv1d(
@@ -1080,7 +1085,8 @@ def rewritten_module(rewrite: str, cpu: str) -> tuple[str, list[str]]:
                                      "packed_matmuls", "patch_matmuls", "cache_attention",
                                      "conv3d_im2col", "conv3d_as_conv2d",
                                      "conv_transpose_phases", "conv_transpose_phases_convs",
-                                     "depthwise_taps", "conv1d_taps+packed_matmuls"])
+                                     "depthwise_taps", "conv1d_taps+packed_matmuls",
+                                     "packed_matmuls_swapped"])
 @pytest.mark.parametrize("cpu, triple, vector", [
     ("haswell", "x86_64-unknown-linux-gnu", "ymm"),
     ("skylake-avx512", "x86_64-unknown-linux-gnu", "zmm"),

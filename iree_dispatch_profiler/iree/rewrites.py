@@ -2329,7 +2329,8 @@ def _packed(op, tile: tuple[int, int, int], swapped: bool = False) -> list:
     m0, n0, k0 = tile
     m, k = ir.RankedTensorType(a.type).shape
     n = shape[-1]
-    k1 = -(-k // k0)
+    rows, columns = (n, m) if swapped else (m, n)
+    r1, c1, k1 = -(-rows // m0), -(-columns // n0), -(-k // k0)
     f32 = ir.F32Type.get()
     zero = arith.constant(f32, 0.0)
 
@@ -2339,36 +2340,33 @@ def _packed(op, tile: tuple[int, int, int], swapped: bool = False) -> list:
         return linalg.pack(value, dest, positions, inner, padding_value=zero,
                            outer_dims_perm=permutation)
 
-    def lhs(value, rows: int):
+    def lhs(value):
         """`value` (rows x K) packed as the mmt4d's LHS."""
         if k0 == 1 and k % n0 == 0:
             # the same M0x1 tiles, packed as M0 x N0 blocks read along K: an A computed by the
             # elementwise ops after another packed matmul (an FFN's GELU) then shares that one's
             # N0-wide inner tile, and IREE vectorizes their fused unpack, ops and pack N0 wide
             # where it took M0x1 vectors (BERT's GELU dispatch, Zen 3: 4.5 -> 1.7 ms)
-            blocks = pack(value, [-(-rows // m0), k // n0], [n0, m0], [1, 0])
-            return _reshaped(_reshaped(blocks, [-(-rows // m0), k, m0], [[0], [1, 2], [3]]),
-                             [-(-rows // m0), k, m0, 1], [[0], [1], [2, 3]])
-        return pack(value, [-(-rows // m0), k1], [m0, k0], [0, 1])
+            blocks = pack(value, [r1, k // n0], [n0, m0], [1, 0])
+            return _reshaped(_reshaped(blocks, [r1, k, m0], [[0], [1, 2], [3]]),
+                             [r1, k, m0, 1], [[0], [1], [2, 3]])
+        return pack(value, [r1, k1], [m0, k0], [0, 1])
 
     if swapped:
-        rows, columns = n, m
-        packed_a = lhs(b, n) if transposed else pack(b, [-(-n // m0), k1], [m0, k0], [1, 0],
-                                                     [1, 0])
+        packed_a = lhs(b) if transposed else pack(b, [r1, k1], [m0, k0], [1, 0], [1, 0])
         matrix = _features_major(a)
-        packed_b = (pack(a, [-(-m // n0), k1], [n0, k0], [0, 1]) if matrix is None
-                    else pack(matrix, [-(-m // n0), k1], [n0, k0], [1, 0], [1, 0]))
+        packed_b = (pack(a, [c1, k1], [n0, k0], [0, 1]) if matrix is None
+                    else pack(matrix, [c1, k1], [n0, k0], [1, 0], [1, 0]))
     else:
-        rows, columns = m, n
-        packed_a = lhs(a, m)
-        taps = None if transposed or k0 != 1 else _taps_packed(b, -(-n // n0), n0)
-        packed_b = (pack(b, [-(-n // n0), k1], [n0, k0], [0, 1]) if transposed
+        packed_a = lhs(a)
+        taps = None if transposed or k0 != 1 else _taps_packed(b, c1, n0)
+        packed_b = (pack(b, [c1, k1], [n0, k0], [0, 1]) if transposed
                     else taps if taps is not None
-                    else pack(b, [-(-n // n0), k1], [n0, k0], [1, 0], [1, 0]))
+                    else pack(b, [c1, k1], [n0, k0], [1, 0], [1, 0]))
     accumulator = (_zeros([rows, columns], f32) if fill is None else
                    linalg.fill(fill, outs=[tensor.EmptyOp([rows, columns], f32).result]))
     product = linalg.mmt4d(packed_a, packed_b, outs=[
-        pack(accumulator, [-(-rows // m0), -(-columns // n0)], [m0, n0], [0, 1])])
+        pack(accumulator, [r1, c1], [m0, n0], [0, 1])])
     result = linalg.unpack(product, tensor.EmptyOp([rows, columns], f32).result, [0, 1],
                            [m0, n0])
     if swapped:
