@@ -1,0 +1,29 @@
+"""bench_model.py's summary names the models short of issue 30's goals, by their medians."""
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from iree_dispatch_profiler.core.stats import Estimate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import bench_model  # noqa: E402
+
+
+def ratio(median: float) -> Estimate:
+    return Estimate(median, median * 0.9, median * 1.1, 0.01, 10)
+
+
+def test_a_model_short_of_either_goal_is_named_and_one_past_both_is_not():
+    default = {"IREE default": SimpleNamespace(runtime=SimpleNamespace(median=9.0), reason="")}
+    floor = {"ms": 3.0}  # the default at 3x its floor: 2x over it is within reach
+    assert bench_model.goals_missed("m", ratio(1.30), ratio(2.5), default, floor) == []
+    assert bench_model.goals_missed("m", ratio(1.20), ratio(2.5), default, floor) == [
+        "m 1.20x PyTorch eager's speed (goal 1.25x)"]
+    assert bench_model.goals_missed("m", ratio(1.30), ratio(1.8), default, floor) == [
+        "m 1.80x IREE default's speed (goal 2.0x; the default is 3.0x its floor)"]
+    # a default already within 2x of its floor cannot be beaten 2x: not a miss
+    assert bench_model.goals_missed("m", ratio(1.30), ratio(1.4), default, {"ms": 6.0}) == []
+    # untimed (no PyTorch, no floor, a default that failed): nothing claimed
+    failed = {"IREE default": SimpleNamespace(runtime=None, reason="compile-failed")}
+    assert bench_model.goals_missed("m", None, ratio(1.0), failed, floor) == []
+    assert bench_model.goals_missed("m", None, ratio(1.0), default, None) == []
