@@ -524,6 +524,17 @@ def test_the_budget_goes_where_the_expected_gain_is():
     near.floor_ms = 4.6  # faster than the roofline (the ceiling measured low): done
     assert near.headroom == 0.0 and near.at_roofline and near.expected_gain() == 0.0
     assert not task(9.0, [1.0, 2.0]).at_roofline  # no roofline known: never done by it
+    # where no batch gained, the credit is a share of the distance to the roofline: Swin's
+    # window projection (1.23 ms at 76% of its roofline) against its QK^T (0.50 ms at 32%)
+    projection, scores = task(1.228, [0.9, 1.0]), task(0.503, [0.8, 0.9])
+    projection.floor_ms, scores.floor_ms = 0.93, 0.16
+    assert next_task([projection, scores]) is scores
+    # ... and it falls with the batches a target has had (TVM's forward gradient: 1/trials)
+    fresh, tried = task(1.0, [1.0, 1.0]), task(1.0, [1.0] * 4)  # one batch; three
+    assert tried.expected_gain() == pytest.approx(fresh.expected_gain() / 3)
+    assert next_task([tried, fresh]) is fresh
+    assert next_task([task(2.9, [1.0] * 4), fresh]) is fresh
+    assert next_task([task(3.1, [1.0] * 4), fresh]) is not fresh
     # the floor: its work at the f32 ceiling, for f32 inputs only (int8 past that ceiling
     # at a quarter of its own would be done), none without a ceiling
     target = TuningTarget(MATMUL, ("d",), 1.0, flops=3e9)
