@@ -119,8 +119,10 @@ def tile_config_name(dm: int, dn: int, vm: int, vn: int, vk: int, cm: int = 0, c
 # that only fit 32 registers.
 MATMUL_VECTOR_SHAPES = [(8, 1, 1), (8, 2, 1), (4, 2, 1), (4, 4, 1), (16, 1, 1), (8, 2, 0.5),
                         (4, 2, 2), (8, 1, 2), (2, 4, 1), (16, 2, 1), (8, 4, 1)]
-# One row (a matrix-vector product: an LLM's decode step): wider and deeper blocks instead.
-MATVEC_VECTOR_SHAPES = [(1, 1, 1), (1, 2, 1), (1, 4, 1), (1, 1, 4), (1, 2, 4), (1, 4, 2)]
+# One row (a matrix-vector product: an LLM's decode step): wider and deeper blocks instead;
+# an LSTM's 1x256x1024 step 8 lanes wide ran the model 1.28x [1.18, 1.34] faster than data
+# tiling tuned, 4 lanes wide 1.06x [0.94, 1.20] (one session, Zen 4).
+MATVEC_VECTOR_SHAPES = [(1, 1, 1), (1, 2, 1), (1, 4, 1), (1, 1, 4), (1, 2, 4), (1, 4, 2), (1, 8, 1)]
 DISTRIBUTION_SIZES = (16, 32, 64, 128, 256)
 
 

@@ -34,7 +34,7 @@ from iree_dispatch_profiler.tuning.engine import (DEFAULT, OpResult, Settings, T
 from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.model import (budget, final, flag_search, ranking,
                                                  rewrite_search, stored, verdict)
-from iree_dispatch_profiler.tuning.model.tuner import ModelTuner, TuningTarget
+from iree_dispatch_profiler.tuning.model.tuner import MODEL_SECONDS, ModelTuner, TuningTarget
 from iree_dispatch_profiler.tuning.records import TrialWriter, load_trials, start_log
 from iree_dispatch_profiler.tuning.spec import Matcher
 
@@ -104,7 +104,8 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     result, in_spec = final.settle(tuner, configs, by_number, flags.chosen, roots)
     if result.spec is not None and result.speedup is not None and result.outputs_ok:
         result, in_spec, rows, more = compound(tuner, flags, result, in_spec, configs, by_number,
-                                               default_roots, rows, cpu)
+                                               default_roots, rows, cpu,
+                                               sum(r.seconds for r in results))
         results += more
     if result.answer and result.outputs_ok and result.behind_data_tiling:
         result, in_spec = final.data_tiling_answer(tuner, result), set()
@@ -117,15 +118,16 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
 
 def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.ModelResult,
              in_spec: set[int], configs: dict, by_number: dict[int, TuningTarget],
-             default_roots: dict, rows: list[dict], cpu: CpuTarget
+             default_roots: dict, rows: list[dict], cpu: CpuTarget, round_s: float
              ) -> tuple[final.ModelResult, set[int], list[dict], list[OpResult]]:
     """The answer, or a runner-up flag set adopted with the spec's entries that still configure
     a dispatch under it and the hot targets new under it tuned, settled and measured again;
     with the ranking the answer's flags give and the new targets' results. A runner-up is
     adopted when it is significantly faster with the spec (flag_search.with_spec_faster), or
-    when it tied with it and is significantly faster once its own targets are tuned."""
+    when it tied with it (or could beat it: IREE's default flags) and is significantly faster
+    once its own targets are tuned, in a round as long as the first (`round_s` seconds)."""
     better, tied = flag_search.with_spec_faster(tuner, flags, result.spec,
-                                                [by_number[n].op for n in in_spec])
+                                                [by_number[n].op for n in in_spec], round_s)
     choice = better or tied
     if choice is None or choice.chosen is None:
         return result, in_spec, rows, []
@@ -148,7 +150,8 @@ def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.Mod
                   + ("" if own else " (no config of their own targets won)") + ": the answer stays")
         flag_search.adopt(tuner, flags, default_roots)  # the answer's flags again
         return result, in_spec, rows, []
-    result, in_spec = final.settle(tuner, kept, targets, choice.chosen, roots)
+    shipped = None if name == flag_search.NO_FLAGS.name else choice.chosen
+    result, in_spec = final.settle(tuner, kept, targets, shipped, roots)
     return result, in_spec, new_rows, results
 
 
@@ -209,7 +212,6 @@ def baseline(tuner: ModelTuner) -> dict:
 # 20-40 s and 32 s a target in eight unseen models' logs, Zen 3), and at least
 # MIN_SEARCH_SECONDS
 MODEL_SEARCH_SECONDS = 240.0
-MODEL_SECONDS = 600.0
 MIN_SEARCH_SECONDS = 30.0
 
 

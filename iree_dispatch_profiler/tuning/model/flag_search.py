@@ -13,6 +13,7 @@ from iree_dispatch_profiler.core import stats
 from iree_dispatch_profiler.core.library import UserError
 from iree_dispatch_profiler.iree.launchers import SPEC_FLAG
 from iree_dispatch_profiler.iree.tunable import TunableOp
+from iree_dispatch_profiler.measure.calibration import CEILING_ELEMENT
 from iree_dispatch_profiler.measure.protocol import (Candidate, Outcome, Protocol,
                                                        fastest_significant, measure)
 from iree_dispatch_profiler.store.results import Store
@@ -20,7 +21,7 @@ from iree_dispatch_profiler.tuning import flags as module_flags
 from iree_dispatch_profiler.tuning.engine import DEFAULT, Build
 from iree_dispatch_profiler.tuning.flags import FlagSet
 from iree_dispatch_profiler.tuning.model import final, ranking
-from iree_dispatch_profiler.tuning.model.tuner import ModelTuner
+from iree_dispatch_profiler.tuning.model.tuner import MODEL_SECONDS, ModelTuner
 from iree_dispatch_profiler.tuning.records import (COMPILE_FAILED, OK, TIMING_FAILED, read_table,
                                                    speedup_text, write_table)
 
@@ -344,7 +345,7 @@ def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
     """Under chosen flags, candidates compile with them and are measured, and their specs
     checked, against the flags alone: the dispatch roots of that build. Without flags, IREE's
     default again (a set tried and given back)."""
-    if flags.chosen is None:
+    if flags.chosen is None or flags.chosen.name == NO_FLAGS.name:
         tuner.without_flags()
         return tuner.at_inputs(default_roots)
     tuner.base_flags = flags.chosen.args
@@ -360,6 +361,7 @@ class WithSpec:
     outcome: Outcome
     roots: dict  # its dispatch roots
     ms: dict[str, float]  # each dispatch's median ms per call in the session
+    work: dict[str, float] = dataclasses.field(default_factory=dict)  # FLOP a call (final.work)
 
 
 def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) -> dict[str, WithSpec]:
@@ -394,8 +396,8 @@ def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) ->
                  else f"failed to time: {outcome.reason or answered.reason}")
         tuner.log(lines[flag_set.name] + f"compile, outputs agree; {shown} ({flag_set.flags} "
                   f"{SPEC_FLAG}={spec})")
-    return {n: WithSpec(measured.outcomes[n], roots[n], final.medians(benches[n].rows))
-            for n in runs}
+    return {n: WithSpec(measured.outcomes[n], roots[n], final.medians(benches[n].rows),
+                        final.work(roots[n], benches[n].rows)) for n in runs}
 
 
 def retry_failed_flags(tuner: ModelTuner, failed: list[FlagSet], spec: Path) -> None:
@@ -410,67 +412,103 @@ RUNNERS_UP = 3
 # A tie has its own targets tuned only if this share of its time is in dispatches the spec
 # does not configure: 1.3x on a tenth of the time is 2.4%, under the minimum effect.
 TIE_UNTUNED = 0.1
-# ... and only if the run so far took less than this: the tie's targets searched again take
-# about as long as the first search, and a model is tuned within 10 minutes on 2 cores.
-TIE_ROUND_BEFORE_S = 300
+# IREE's default flags, a runner-up once a data tiling set is chosen: the flag search timed
+# them with IREE's own configs, and data tiling turns the ops a spec could configure into
+# packed ones. An LSTM's matrix-vector product (batch_matmul 1x1x256x1024, 64 steps) took the
+# model 3.0x longer under IREE's own config (16 workgroups, 16-wide vectors) than under data
+# tiling tuned, and 1.20-1.28x less under a config of its own (2 workgroups, 128-wide vectors,
+# Zen 4), its bias adds fused: two dispatches a step where data tiling runs three.
+NO_FLAGS = FlagSet("no_flags", "", "IREE's default flags, its ops tuned instead of packed")
 
 
-def tie_round_fits(elapsed_s: float) -> bool:
-    """Whether a run that has taken `elapsed_s` can tune a tie's targets within its time."""
-    return elapsed_s < TIE_ROUND_BEFORE_S
-
-
-def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: list[TunableOp]
-                     ) -> tuple[FlagChoice | None, FlagChoice | None]:
+def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: list[TunableOp],
+                     round_s: float) -> tuple[FlagChoice | None, FlagChoice | None]:
     """Flags and a spec compound: a set that measured no faster alone (its gain hidden behind
     dispatches that the spec then made fast) can be with the spec. The runners-up of the flag
-    search, each with the spec, timed against the answer: the fastest that is significantly
-    faster, as a FlagChoice to adopt; or else, of those that tie with it, the one leaving the
-    most time in dispatches the spec's entries (for the ops `tuned`) do not configure: a set
-    that turns the tuned ops into others (im2col, data tiling) may win once its own are tuned.
-    None for either that is not."""
+    search (and after a data tiling set, IREE's default flags: NO_FLAGS), each with the spec,
+    timed against the answer: the fastest that is significantly faster, as a FlagChoice to
+    adopt; or else, of those that tie with it or could beat it once their own targets are
+    tuned (could_win), the one leaving the most time in dispatches the spec's entries (for the
+    ops `tuned`) do not configure: a set that turns the tuned ops into others (im2col, data
+    tiling) may win once its own are tuned, if a round as long as the first (`round_s`) fits
+    in the time a model is tuned in. None for either that is not."""
     chosen = flags.chosen.name if flags.chosen else None
     sets = runners_up(flags.rows, chosen)
+    if flags.chosen is not None and module_flags.PACKING in flags.chosen.groups:
+        sets.append(NO_FLAGS)
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
     best = fastest_significant({n: w.outcome for n, w in found.items()})
     by_name = {f.name: f for f in sets}
-    tie = None if best else tie_to_tune(found, tuned, {n: f.args for n, f in by_name.items()})
-    if tie and not tie_round_fits(time.perf_counter() - tuner.started):
-        tuner.log(f"Flags {tie[0]} tie with the answer, {tie[1]:.3f} ms a call in dispatches the "
-                  f"spec does not configure: not tuned, {TIE_ROUND_BEFORE_S} s of the run are "
-                  "spent (their search would take about as long again)")
+    peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
+    tie = None if best else tie_to_tune(found, tuned, {n: f.args for n, f in by_name.items()},
+                                        peak["gflops"] if peak else 0.0)
+    elapsed = time.perf_counter() - tuner.started
+    if tie and not round_fits(elapsed, round_s):
+        tuner.log(f"Flags {tie[0]} could gain with their own targets tuned, {tie[1]:.3f} ms a call "
+                  f"in dispatches the spec does not configure: not tuned, the run has taken "
+                  f"{elapsed:.0f} s and its first round {round_s:.0f} s, of the {MODEL_SECONDS:g} s "
+                  "a model is tuned in")
         tie = None
     name = best or (tie[0] if tie else None)
     if name is None:
         return None, None
     if tie:
-        tuner.log(f"Flags {name} tie with the answer and leave the most time to tune "
-                  f"({tie[1]:.3f} ms a call in dispatches the spec does not configure): "
-                  "their own targets are tuned")
+        tuner.log(f"Flags {name} {'tie with' if name != NO_FLAGS.name else 'could beat'} the "
+                  f"answer and leave the most time to tune ({tie[1]:.3f} ms a call in dispatches "
+                  "the spec does not configure): their own targets are tuned")
     flag_set = by_name[name]
     build, roots = tuner.build_surveyed(tuner.flags_build(flag_set.name), flag_set.args)
     choice = None if build.reason else FlagChoice(flag_set, build, roots)
     return (choice, None) if best else (None, choice)
 
 
-def tie_to_tune(found: dict[str, WithSpec], tuned: list[TunableOp], flags: dict[str, list[str]]
-                ) -> tuple[str, float] | None:
-    """Of the sets that tie with the answer, the one leaving the most time (ms) in dispatches
-    that no entry configures, if that is TIE_UNTUNED of its time or more."""
-    untuned = {n: untuned_ms(w, tuned, flags[n]) for n, w in found.items()
-               if not w.outcome.reason and w.outcome.speedup is not None
-               and not stats.significant(w.outcome.speedup, stats.MIN_EFFECT)}
-    worth = [(n, ms) for n, ms in untuned.items()
+def round_fits(elapsed_s: float, round_s: float) -> bool:
+    """Whether a run that has taken `elapsed_s` can tune a runner-up's targets, their search
+    about as long as the first (`round_s`), within the time a model is tuned in."""
+    return elapsed_s + round_s <= MODEL_SECONDS
+
+
+def tie_to_tune(found: dict[str, WithSpec], tuned: list[TunableOp], flags: dict[str, list[str]],
+                peak_gflops: float = 0.0) -> tuple[str, float] | None:
+    """Of the sets that tie with the answer, and IREE's default flags where they could beat it
+    (could_win at the compute ceiling `peak_gflops`), the one leaving the most time (ms) in
+    dispatches that no entry configures, if that is TIE_UNTUNED of its time or more."""
+    def admitted(name: str, tried: WithSpec) -> bool:
+        if tried.outcome.reason or tried.outcome.speedup is None:
+            return False
+        return (not stats.significant(tried.outcome.speedup, stats.MIN_EFFECT)
+                or name == NO_FLAGS.name and could_win(tried, tuned, flags[name], peak_gflops))
+    left = {n: untuned_ms(w, tuned, flags[n]) for n, w in found.items() if admitted(n, w)}
+    worth = [(n, ms) for n, ms in left.items()
              if ms >= TIE_UNTUNED * found[n].outcome.runtime.median]
     return max(worth, key=lambda item: item[1], default=None)
 
 
-def untuned_ms(tried: WithSpec, tuned: list[TunableOp], flags: list[str]) -> float:
-    """The time of the tunable dispatches under `flags` that no entry for the ops `tuned`
-    configures, in the session that timed the set with the spec."""
+def untuned(tried: WithSpec, tuned: list[TunableOp], flags: list[str]) -> list[str]:
+    """The tunable dispatches under `flags` that no entry for the ops `tuned` configures."""
     configured = {d for op in tuned for d in ranking.configurable(op, tried.roots, flags)}
-    return sum(ms for d, ms in tried.ms.items() if d in tried.roots and d not in configured
-               and not ranking.not_tunable(tried.roots[d], flags))
+    return [d for d in tried.ms if d in tried.roots and d not in configured
+            and not ranking.not_tunable(tried.roots[d], flags)]
+
+
+def untuned_ms(tried: WithSpec, tuned: list[TunableOp], flags: list[str]) -> float:
+    """Their time, in the session that timed the set with the spec."""
+    return sum(tried.ms[d] for d in untuned(tried, tuned, flags))
+
+
+def could_win(tried: WithSpec, tuned: list[TunableOp], flags: list[str], peak_gflops: float
+              ) -> bool:
+    """Whether the set, slower with the spec, could beat the answer by the minimum effect once
+    its own targets are tuned: its time less what its untuned dispatches would save at the
+    compute ceiling (their work at `peak_gflops`; none for a dispatch whose work or element
+    the ceiling does not know). The answer's time is the set's times its speedup."""
+    if not peak_gflops or tried.outcome.speedup is None:
+        return False
+    saving = sum(max(0.0, tried.ms[d] - tried.work[d] / (peak_gflops * 1e6))
+                 for d in untuned(tried, tuned, flags)
+                 if d in tried.work and tried.roots[d].input_element == CEILING_ELEMENT)
+    answer_ms = tried.outcome.runtime.median * tried.outcome.speedup.median
+    return tried.outcome.runtime.median - saving < answer_ms / (1 + stats.MIN_EFFECT)
 
 
 def runners_up(rows: list[dict], chosen: str | None) -> list[FlagSet]:

@@ -24,6 +24,10 @@ from iree_dispatch_profiler.tuning.records import Log
 SURVEY_FLAGS = ["--iree-codegen-add-tuner-attributes"]
 
 
+# the seconds a model is tuned in, on 2 cores
+MODEL_SECONDS = 600.0
+
+
 @dataclass
 class TuningTarget:
     """Dispatches whose root ops share a spec matcher's key, tuned as one op."""
