@@ -123,11 +123,16 @@ CURATED = (
 )
 
 
+def data_tiling(flags: list[str]) -> bool:
+    """Whether `flags` data-tile matmuls (early or late)."""
+    return any(f in DATA_TILING_FLAGS for f in flags)
+
+
 def late_data_tiling(flags: list[str]) -> bool:
     """Whether `flags` data-tile matmuls with encodings materialized inside codegen, after
     specs apply: the packed matmuls it makes take no spec (a source's own mmt4d, as
     rewrites.packed_matmuls writes, does without data tiling)."""
-    return any(f in DATA_TILING_FLAGS for f in flags) and EARLY_MATERIALIZATION not in flags
+    return data_tiling(flags) and EARLY_MATERIALIZATION not in flags
 
 
 def relevant(sets: tuple[FlagSet, ...] | list[FlagSet], kinds: set[str] | None) -> list[FlagSet]:

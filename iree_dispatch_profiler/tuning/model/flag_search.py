@@ -433,9 +433,7 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
     tiling) may win once its own are tuned, if a round as long as the first (`round_s`) fits
     in the time a model is tuned in. None for either that is not."""
     chosen = flags.chosen.name if flags.chosen else None
-    sets = runners_up(flags.rows, chosen)
-    if flags.chosen is not None and module_flags.PACKING in flags.chosen.groups:
-        sets.append(NO_FLAGS)
+    sets = runners_up(flags.rows, flags.chosen)
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
     best = fastest_significant({n: w.outcome for n, w in found.items()})
     by_name = {f.name: f for f in sets}
@@ -462,10 +460,16 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
     return (choice, None) if best else (None, choice)
 
 
+# what a runner-up's round takes beyond its search: built, ranked, timed with its own
+# targets' spec and settled
+ROUND_AFTER_S = 60.0
+
+
 def round_fits(elapsed_s: float, round_s: float) -> bool:
     """Whether a run that has taken `elapsed_s` can tune a runner-up's targets, their search
-    about as long as the first (`round_s`), within the time a model is tuned in."""
-    return elapsed_s + round_s <= MODEL_SECONDS
+    about as long as the first (`round_s`), within the time a model is tuned in (an encoder
+    block took 615 s with a tie's round)."""
+    return elapsed_s + round_s + ROUND_AFTER_S <= MODEL_SECONDS
 
 
 def tie_to_tune(found: dict[str, WithSpec], tuned: list[TunableOp], flags: dict[str, list[str]],
@@ -511,11 +515,12 @@ def could_win(tried: WithSpec, tuned: list[TunableOp], flags: list[str], peak_gf
     return tried.outcome.runtime.median - saving < answer_ms / (1 + stats.MIN_EFFECT)
 
 
-def runners_up(rows: list[dict], chosen: str | None) -> list[FlagSet]:
+def runners_up(rows: list[dict], chosen: FlagSet | None) -> list[FlagSet]:
     """The sets of the flag search other than the chosen one that compiled, verified and
     cannot be slower than IREE's default by the minimum effect; the fastest alone first, at
-    most RUNNERS_UP."""
-    fit = [r for r in timed_rows(rows) if r["name"] != chosen  # read back: numbers as text
-           and float(r["speedup_ci_high"]) > 1 / (1 + stats.MIN_EFFECT)]
+    most RUNNERS_UP; then NO_FLAGS where the chosen set data-tiles."""
+    fit = [r for r in timed_rows(rows) if r["name"] != (chosen.name if chosen else None)
+           and float(r["speedup_ci_high"]) > 1 / (1 + stats.MIN_EFFECT)]  # read back: text
+    packs = chosen is not None and module_flags.data_tiling(chosen.args)
     return [FlagSet(r["name"], r["flags"], r["why"])
-            for r in sorted(fit, key=lambda r: -float(r["speedup"]))[:RUNNERS_UP]]
+            for r in sorted(fit, key=lambda r: -float(r["speedup"]))[:RUNNERS_UP]] + [NO_FLAGS] * packs
