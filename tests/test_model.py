@@ -807,6 +807,34 @@ def test_targets_new_under_flags_adopted_after_tuning_are_tuned_apart_from_the_f
     assert len(pd.read_csv(output)) == 2
 
 
+def test_iree_s_default_flags_are_timed_alone_against_a_data_tiling_answer_with_their_work(tmp_path):
+    """After a data tiling set that left no spec, IREE's default flags are the one runner-up:
+    compiled without a spec, verified and timed against the answer (the set's build), with each
+    dispatch's work, which could_win weighs against the compute ceiling."""
+    import shutil
+    from iree_dispatch_profiler.cli import autotune
+    from iree_dispatch_profiler.tuning import model
+    from iree_dispatch_profiler.tuning.model import flag_search
+
+    args = autotune.parser().parse_args([
+        "--input", str(MLP), "--model", "--output", str(tmp_path / "mlp.csv"), *QUICK])
+    s = autotune.settings(args)
+    tuner, _ = model.start(s, autotune.prepare(args, s))
+    model.baseline(tuner)
+    early = curated("data_tiling_early")
+    build, _ = tuner.build_surveyed("model_early", early.args)
+    shutil.copyfile(build.vmfb, s.paths.answer_build)
+    assert flag_search.runners_up([], early) == [flag_search.NO_FLAGS]
+    found = flag_search.with_spec(tuner, [flag_search.NO_FLAGS], None, "runner-up")
+    tried = found[flag_search.NO_FLAGS.name]
+    assert tried.outcome.speedup is not None and not tried.outcome.reason
+    untuned = flag_search.untuned(tried, [], [])
+    assert len(untuned) == 2 and all("matmul" in d and tried.work[d] > 0 for d in untuned)
+    # 2 x 512 x 256 multiplies and adds a row, once a call, for the MLP's 64 rows
+    assert sorted(tried.work[d] for d in untuned) == [2 * 64 * 512 * 256] * 2
+    assert "Flags no_flags, runner-up, alone: compile, outputs agree" in tuner.log.path.read_text()
+
+
 MLP_DYNAMIC = DATA / "mlp_dynamic_torch.mlir"  # the MLP exported for any batch
 
 

@@ -102,7 +102,8 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
     by_number = {t.op.index: t for t in chosen}
     configs = final.winners(tuner, results, by_number, roots)
     result, in_spec = final.settle(tuner, configs, by_number, flags.chosen, roots)
-    if result.spec is not None and result.speedup is not None and result.outputs_ok:
+    if (result.spec is not None or flags.chosen is not None) and result.speedup is not None \
+            and result.outputs_ok:
         result, in_spec, rows, more = compound(tuner, flags, result, in_spec, configs, by_number,
                                                default_roots, rows, cpu,
                                                sum(r.seconds for r in results))

@@ -364,14 +364,17 @@ class WithSpec:
     work: dict[str, float] = dataclasses.field(default_factory=dict)  # FLOP a call (final.work)
 
 
-def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) -> dict[str, WithSpec]:
-    """Each set compiled with the spec and verified; those that run timed against the answer
-    in one interleaved session. A line each; set name -> what it gave."""
-    runs, lines = {}, {f.name: f"Flags {f.name}, {about}, with {spec.name}: " for f in sets}
+def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path | None, about: str
+              ) -> dict[str, WithSpec]:
+    """Each set compiled with the spec (None: alone) and verified; those that run timed
+    against the answer in one interleaved session. A line each; set name -> what it gave."""
+    runs, lines = {}, {f.name: f"Flags {f.name}, {about}, {f'with {spec.name}' if spec else 'alone'}: "
+                       for f in sets}
     roots = {}
+    with_it = [f"{SPEC_FLAG}={spec.resolve()}"] if spec else []
     for flag_set in sets:
         build, roots[flag_set.name] = tuner.build_surveyed(
-            tuner.flags_build(f"{flag_set.name}_spec"), [*flag_set.args, f"{SPEC_FLAG}={spec.resolve()}"])
+            tuner.flags_build(f"{flag_set.name}_spec"), [*flag_set.args, *with_it])
         if build.reason:
             tuner.log(lines[flag_set.name] + f"fail: {build.reason}")
             continue
@@ -394,8 +397,8 @@ def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path, about: str) ->
             flag_set.name, "the answer", outcome.speedup, stats.MIN_EFFECT)
                  if outcome.speedup is not None
                  else f"failed to time: {outcome.reason or answered.reason}")
-        tuner.log(lines[flag_set.name] + f"compile, outputs agree; {shown} ({flag_set.flags} "
-                  f"{SPEC_FLAG}={spec})")
+        tuner.log(lines[flag_set.name] + f"compile, outputs agree; {shown} "
+                  f"({' '.join([flag_set.flags, *with_it]).strip()})")
     return {n: WithSpec(measured.outcomes[n], roots[n], final.medians(benches[n].rows),
                         final.work(roots[n], benches[n].rows)) for n in runs}
 
@@ -421,8 +424,9 @@ TIE_UNTUNED = 0.1
 NO_FLAGS = FlagSet("no_flags", "", "IREE's default flags, its ops tuned instead of packed")
 
 
-def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: list[TunableOp],
-                     round_s: float) -> tuple[FlagChoice | None, FlagChoice | None]:
+def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path | None,
+                     tuned: list[TunableOp], round_s: float
+                     ) -> tuple[FlagChoice | None, FlagChoice | None]:
     """Flags and a spec compound: a set that measured no faster alone (its gain hidden behind
     dispatches that the spec then made fast) can be with the spec. The runners-up of the flag
     search (and after a data tiling set, IREE's default flags: NO_FLAGS), each with the spec,
@@ -431,9 +435,11 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path, tuned: li
     tuned (could_win), the one leaving the most time in dispatches the spec's entries (for the
     ops `tuned`) do not configure: a set that turns the tuned ops into others (im2col, data
     tiling) may win once its own are tuned, if a round as long as the first (`round_s`) fits
-    in the time a model is tuned in. None for either that is not."""
+    in the time a model is tuned in. None for either that is not. Without a spec (no config
+    beat the chosen flags, or late data tiling left nothing tunable), NO_FLAGS alone: the
+    other sets were timed alone in the flag search."""
     chosen = flags.chosen.name if flags.chosen else None
-    sets = runners_up(flags.rows, flags.chosen)
+    sets = [f for f in runners_up(flags.rows, flags.chosen) if spec or f == NO_FLAGS]
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
     best = fastest_significant({n: w.outcome for n, w in found.items()})
     by_name = {f.name: f for f in sets}
