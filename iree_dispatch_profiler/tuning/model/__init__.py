@@ -140,8 +140,9 @@ def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.Mod
         if matched:
             kept[number] = configs[number]
             targets[number] = dataclasses.replace(by_number[number], dispatches=matched)
-    tuner.log(f"Flags {name} {'adopted' if better else 'tried'} with the spec: target(s) "
-              f"{sorted(kept) or 'none'} still configure a dispatch under them")
+    tuner.log(f"Flags {name} {'adopted' if better else 'tried'}"
+              + (f" with the spec: target(s) {sorted(kept) or 'none'} still configure a dispatch "
+                 "under them" if result.spec else " (no spec to keep)"))
     new_rows, new, results = tune_new_targets(tuner, name, roots, targets, rows, cpu)
     own = final.winners(tuner, results, new, roots)
     kept.update(own)

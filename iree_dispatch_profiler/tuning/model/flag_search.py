@@ -398,7 +398,7 @@ def with_spec(tuner: ModelTuner, sets: list[FlagSet], spec: Path | None, about: 
                  if outcome.speedup is not None
                  else f"failed to time: {outcome.reason or answered.reason}")
         tuner.log(lines[flag_set.name] + f"compile, outputs agree; {shown} "
-                  f"({' '.join([flag_set.flags, *with_it]).strip()})")
+                  f"({' '.join([flag_set.flags, *with_it]).strip() or 'no flags'})")
     return {n: WithSpec(measured.outcomes[n], roots[n], final.medians(benches[n].rows),
                         final.work(roots[n], benches[n].rows)) for n in runs}
 
