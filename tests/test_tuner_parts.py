@@ -432,6 +432,7 @@ def test_runners_up_with_the_spec_are_the_next_sets_that_may_tie_and_one_must_cl
     for flags in ("--iree-opt-data-tiling", "--iree-global-opt-data-tiling --x"):
         assert runners_up(rows, FlagSet("chosen", flags, ""))[-1] == NO_FLAGS
     assert NO_FLAGS not in runners_up(rows, chosen) + runners_up(rows, None)
+    assert runners_up([], FlagSet("given", "--iree-opt-data-tiling", "")) == []  # --base-flags
     assert "slower" not in [f.name for f in runners_up(rows, None)]  # surely slower alone
 
     def outcome(median, low, high, reason=""):

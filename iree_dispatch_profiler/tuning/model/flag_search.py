@@ -524,9 +524,10 @@ def could_win(tried: WithSpec, tuned: list[TunableOp], flags: list[str], peak_gf
 def runners_up(rows: list[dict], chosen: FlagSet | None) -> list[FlagSet]:
     """The sets of the flag search other than the chosen one that compiled, verified and
     cannot be slower than IREE's default by the minimum effect; the fastest alone first, at
-    most RUNNERS_UP; then NO_FLAGS where the chosen set data-tiles."""
+    most RUNNERS_UP; then NO_FLAGS where the search chose a set that data-tiles (none
+    without `rows`: flags the user gave, --base-flags, are kept)."""
     fit = [r for r in timed_rows(rows) if r["name"] != (chosen.name if chosen else None)
            and float(r["speedup_ci_high"]) > 1 / (1 + stats.MIN_EFFECT)]  # read back: text
-    packs = chosen is not None and module_flags.data_tiling(chosen.args)
+    packs = bool(rows) and chosen is not None and module_flags.data_tiling(chosen.args)
     return [FlagSet(r["name"], r["flags"], r["why"])
             for r in sorted(fit, key=lambda r: -float(r["speedup"]))[:RUNNERS_UP]] + [NO_FLAGS] * packs
