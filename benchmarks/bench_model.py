@@ -263,15 +263,16 @@ def goals_missed(name: str, over_torch, over_default, outcomes: dict, floor: dic
     """The goals of issue 30 a model's row misses, by its medians: GOAL x PyTorch eager's speed,
     and OVER_DEFAULT x IREE default's where the default's call is at least that far above the
     compute floor (a model whose default is near its floor cannot gain that much)."""
+    def short(ratio, goal: float) -> bool:
+        # by the median as the table prints it (two decimals): a row shown at 1.25x meets 1.25x
+        return ratio is not None and round(ratio.median, 2) < goal
     missed = []
-    # by the median as the table prints it (two decimals): a row shown at 1.25x meets 1.25x
-    if over_torch is not None and round(over_torch.median, 2) < GOAL:
+    if short(over_torch, GOAL):
         missed.append(f"{name} {over_torch.median:.2f}x PyTorch eager's speed (goal {GOAL}x)")
     default = outcomes.get("IREE default")
     leaves = (default.runtime.median / floor["ms"] if floor and default is not None
               and not default.reason else 0.0)
-    if (over_default is not None and leaves >= OVER_DEFAULT
-            and round(over_default.median, 2) < OVER_DEFAULT):
+    if leaves >= OVER_DEFAULT and short(over_default, OVER_DEFAULT):
         missed.append(f"{name} {over_default.median:.2f}x IREE default's speed (goal "
                       f"{OVER_DEFAULT}x; the default is {leaves:.1f}x its floor)")
     return missed

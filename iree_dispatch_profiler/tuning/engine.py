@@ -325,6 +325,10 @@ class Tuner:
                   "confirmed together in this one)"))
         self.record(calibration.state_dict(self.machine_start, None), replace_last=False)
 
+    def peak(self) -> dict | None:
+        """The session's ceilings as calibrated at its start (None: not calibrated)."""
+        return self.machine_start.peak() if self.machine_start is not None else None
+
     def calibrate_end(self) -> None:
         """The session's last calibration: its verdict in the facts of every report and in
         X_machine.json."""

@@ -152,8 +152,7 @@ def compound(tuner: ModelTuner, flags: flag_search.FlagChoice, result: final.Mod
                   + ("" if own else " (no config of their own targets won)") + ": the answer stays")
         flag_search.adopt(tuner, flags, default_roots)  # the answer's flags again
         return result, in_spec, rows, []
-    shipped = None if name == flag_search.NO_FLAGS.name else choice.chosen
-    result, in_spec = final.settle(tuner, kept, targets, shipped, roots)
+    result, in_spec = final.settle(tuner, kept, targets, flag_search.shipped(choice.chosen), roots)
     return result, in_spec, new_rows, results
 
 
@@ -244,7 +243,7 @@ def search_targets(tuner: ModelTuner, chosen: list[TuningTarget], cpu) -> list[O
     seconds, why = search_seconds(s, time.perf_counter() - log.start, len(chosen))
     log(f"Search budget: {seconds:g} s of trials{why}")
     deadline = time.perf_counter() + seconds
-    peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
+    peak = tuner.peak()
     others = tuner.ceilings({target.op.input_element for target in chosen}) if peak else {}
     tasks, results = [], []
     for target in chosen:

@@ -345,7 +345,7 @@ def adopt(tuner: ModelTuner, flags: FlagChoice, default_roots: dict) -> dict:
     """Under chosen flags, candidates compile with them and are measured, and their specs
     checked, against the flags alone: the dispatch roots of that build. Without flags, IREE's
     default again (a set tried and given back)."""
-    if flags.chosen is None or flags.chosen.name == NO_FLAGS.name:
+    if shipped(flags.chosen) is None:
         tuner.without_flags()
         return tuner.at_inputs(default_roots)
     tuner.base_flags = flags.chosen.args
@@ -424,6 +424,11 @@ TIE_UNTUNED = 0.1
 NO_FLAGS = FlagSet("no_flags", "", "IREE's default flags, its ops tuned instead of packed")
 
 
+def shipped(flag_set: FlagSet | None) -> FlagSet | None:
+    """The set an answer ships with: None for IREE's default flags (NO_FLAGS or none)."""
+    return None if flag_set is None or flag_set.name == NO_FLAGS.name else flag_set
+
+
 def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path | None,
                      tuned: list[TunableOp], round_s: float
                      ) -> tuple[FlagChoice | None, FlagChoice | None]:
@@ -443,7 +448,7 @@ def with_spec_faster(tuner: ModelTuner, flags: FlagChoice, spec: Path | None,
     found = with_spec(tuner, sets, spec, f"runner-up to {chosen or 'no flags'}")
     best = fastest_significant({n: w.outcome for n, w in found.items()})
     by_name = {f.name: f for f in sets}
-    peak = tuner.machine_start.peak() if tuner.machine_start is not None else None
+    peak = tuner.peak()
     tie = None if best else tie_to_tune(found, tuned, {n: f.args for n, f in by_name.items()},
                                         peak["gflops"] if peak else 0.0)
     elapsed = time.perf_counter() - tuner.started
@@ -528,6 +533,8 @@ def runners_up(rows: list[dict], chosen: FlagSet | None) -> list[FlagSet]:
     without `rows`: flags the user gave, --base-flags, are kept)."""
     fit = [r for r in timed_rows(rows) if r["name"] != (chosen.name if chosen else None)
            and float(r["speedup_ci_high"]) > 1 / (1 + stats.MIN_EFFECT)]  # read back: text
-    packs = bool(rows) and chosen is not None and module_flags.data_tiling(chosen.args)
-    return [FlagSet(r["name"], r["flags"], r["why"])
-            for r in sorted(fit, key=lambda r: -float(r["speedup"]))[:RUNNERS_UP]] + [NO_FLAGS] * packs
+    sets = [FlagSet(r["name"], r["flags"], r["why"])
+            for r in sorted(fit, key=lambda r: -float(r["speedup"]))[:RUNNERS_UP]]
+    if rows and chosen is not None and module_flags.data_tiling(chosen.args):
+        sets.append(NO_FLAGS)
+    return sets

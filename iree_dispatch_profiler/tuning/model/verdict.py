@@ -412,7 +412,7 @@ def conclude(tuner: ModelTuner, rows: list[dict], result: ModelResult,
         write_compile_script(tuner, result, script)
     log(answer_line(result, script))
     report_path, plot = paths.model_report, paths.model_plot
-    ceiling = tuner.machine_start.peak() if tuner.machine_start is not None else None
+    ceiling = tuner.peak()
     others = tuner.ceilings(result.uncalibrated.values()) if ceiling else {}
     dispatches = dispatch_rows(rows, result, tuned_targets, trials or {},
                                ceiling["gflops"] if ceiling else None, others)
