@@ -218,3 +218,21 @@ def test_a_device_profile_drops_the_runs_of_both_cold_calls():
     assert WARMUP_CALLS == 2
     assert steady_median([10.0] * 4 + [1.0, 1.2] * 2, runs=2) == pytest.approx(1.1)
     assert steady_median([10.0] * 4 + [1.0, 1.2], runs=2) == pytest.approx(1.1)
+
+
+def test_a_call_s_span_runs_from_its_first_dispatch_to_its_last_one_s_end():
+    """A device profile's runs, `runs` a call, in calls one after another: each call's span
+    (what is beyond it is between calls), not the profile's whole span nor one dispatch's."""
+    import json
+
+    from iree_dispatch_profiler.iree.timing import call_spans, host_events
+
+    runs = [(0, 2_000_000, "a"), (2_500_000, 1_000_000, "b"),  # call 1: 3.5 ms
+            (9_000_000, 2_000_000, "a"), (11_000_000, 3_000_000, "b")]  # call 2: 5 ms
+    text = "\n".join(json.dumps({"type": "host_dispatch_event", "key": k, "duration_ns": d,
+                                 "start_host_time_ns": s}) for s, d, k in reversed(runs))
+    events = host_events(text + '\n{"type": "dispatch_summary"}\nnot json')
+    assert events == runs  # in start order, the summary and a stray line skipped
+    assert call_spans(events, 2) == pytest.approx([3.5, 5.0])
+    assert call_spans(events, 4) == pytest.approx([14.0])  # one call of four runs
+    assert call_spans(events[:3], 2) == pytest.approx([3.5])  # a call cut short: not counted

@@ -51,6 +51,10 @@ def test_device_profiling_counts_every_run_of_a_repeated_build(small, tools):
     assert list(timer.runs_per_call.values()) == [repeats]  # a call runs the dispatch R times
     (calls, ms), = timer.rows[-1].values()
     assert calls == 1 and ms > 0  # per computation, as --dispatch_statistics reports it
+    # a call's span, its R runs from the first's start to the last's end, per computation:
+    # no shorter than the runs in it, no longer than the whole call
+    span, = timer.spans
+    assert 0.8 * ms <= span <= timer.invocations[-1], (ms, span, timer.invocations)
     # Google Benchmark counts items: --batch_size=R with Nx is N / R calls, R runs each
     command = timer.command(0, timer.vmfb.with_suffix(".ireeprof"), calls=3)
     assert f"--benchmark_min_time={3 * repeats}x" in command

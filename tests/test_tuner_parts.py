@@ -953,6 +953,17 @@ def test_where_the_answers_call_goes_rates_each_dispatch_by_its_work_and_the_cei
                          f"included), at 300 GFLOP/s (the fastest rate seen): {floor['ms']:.3f} ms, "
                          f"the floor of its call; the call at {floor['ms'] / 5.0:.0%} of it")
     assert verdict.time_goes_lines(dispatches, dataclasses.replace(result, times={}), None) == []
+    # with the call's span (device profiling), the time beyond the dispatches split in two:
+    # gaps inside the call (3.5 ms of dispatches in a 3.8 ms span) and between calls (5 - 3.8)
+    spanned = verdict.time_goes_lines(dispatches, dataclasses.replace(result, spans={"tuned": 3.8}),
+                                      None)
+    assert spanned[-1].endswith(": 0.3000 ms between its dispatches, 1.2000 ms between calls "
+                                "(the call's span 3.800 ms, its first dispatch's start to its "
+                                "last one's end)"), spanned[-1]
+    # dispatches run side by side (a span under their sum); a span past the call: no split
+    assert ": its dispatches overlapping by 0.5000 ms, 2.0000 ms between calls" in (
+        verdict.beyond_split(3.5, 3.0, 5.0))
+    assert verdict.beyond_split(3.5, 5.5, 5.0) == verdict.beyond_split(3.5, None, 5.0) == ""
     # a bf16 contraction (and an inner_tiled root of bf16 operands, no TunableOp): its rate
     # is shown, but neither a share of the f32 ceiling nor a part of the floor
     bf16 = dataclasses.replace(MATMUL, input_element="bf16")

@@ -96,6 +96,7 @@ class Benchmark:
     rows: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per sample
     invocations: list[float] = field(default_factory=list)  # the whole call's ms, per sample
     runs_per_call: dict[str, int] = field(default_factory=dict)  # device profiling, per dispatch
+    spans: list[float] = field(default_factory=list)  # device profiling: a call's span, per sample
     scheduling: str = ""  # the CPU scheduling policy (process.POLICIES) it runs under, here
 
     def __post_init__(self) -> None:
@@ -173,8 +174,9 @@ class Benchmark:
                 calibration = self.profiled_run(1, profile)
                 if isinstance(calibration, Sample):
                     return calibration
-                self.invocation_ms, events = calibration
-                self.runs_per_call = {name: len(times) for name, times in events.items()}
+                self.invocation_ms, first = calibration
+                self.runs_per_call = {name: len(times)
+                                      for name, times in runs_by_dispatch(first).items()}
                 if not self.runs_per_call:  # the tool gave no events: use the next source
                     self.source = DISPATCH_STATISTICS
                     return self.sample(seconds)
@@ -182,8 +184,9 @@ class Benchmark:
             timed = self.profiled_run(calls, profile)
         if isinstance(timed, Sample):
             return timed
-        invocation_ms, events = timed
-        if any(len(events.get(name, ())) < runs * calls
+        invocation_ms, found = timed
+        by_dispatch = runs_by_dispatch(found)
+        if any(len(by_dispatch.get(name, ())) < runs * calls
                for name, runs in self.runs_per_call.items()):
             # a profile that lost runs cannot be counted: the statistics time this benchmark
             self.source = DISPATCH_STATISTICS
@@ -191,14 +194,18 @@ class Benchmark:
         self.invocation_ms = invocation_ms
         self.invocations.append(invocation_ms / self.repeats)
         # the warm-up calls' runs (first touch, threads starting): dropped
-        rows = {name: (runs / self.repeats, steady_median(events[name], runs) * runs / self.repeats)
+        rows = {name: (runs / self.repeats,
+                       steady_median(by_dispatch[name], runs) * runs / self.repeats)
                 for name, runs in self.runs_per_call.items()}
         self.rows.append(rows)
+        spans = call_spans(found, sum(self.runs_per_call.values()))[WARMUP_CALLS:]
+        if spans:
+            self.spans.append(statistics.median(spans) / self.repeats)
         return self.dispatch_sample(rows)
 
     def profiled_run(self, calls: int, profile: Path
-                     ) -> Sample | tuple[float, dict[str, list[float]]]:
-        """(ms per call, each dispatch's run times in ms in start order), or the failure."""
+                     ) -> Sample | tuple[float, list[tuple[int, int, str]]]:
+        """(ms per call, its dispatch runs: host_events'), or the failure."""
         result = run(self.command(0, profile, calls), self.timeout)
         if not result.ok:
             return Sample(False, result.failure("iree-benchmark-module", self.timeout))
@@ -209,22 +216,44 @@ class Benchmark:
                     str(profile)], self.timeout)
         if not read.ok:
             return Sample(False, read.failure("iree-profile", self.timeout))
-        return invocation.ms * self.repeats, parse_profile_events(read.stdout)
+        return invocation.ms * self.repeats, host_events(read.stdout)
 
 
-def parse_profile_events(text: str) -> dict[str, list[float]]:
-    """`iree-profile dispatch --format=jsonl --dispatch_events`: each dispatch's run times (ms),
-    in the order they started."""
-    events: dict[str, list[tuple[int, float]]] = {}
+def host_events(text: str) -> list[tuple[int, int, str]]:
+    """`iree-profile dispatch --format=jsonl --dispatch_events`: each dispatch run as (start ns,
+    duration ns, dispatch), in the order they started."""
+    events = []
     for line in text.splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             continue
         if event.get("type") == "host_dispatch_event" and event.get("valid", True):
-            events.setdefault(event["key"], []).append(
-                (event["start_host_time_ns"], event["duration_ns"] * 1e-6))
-    return {name: [ms for _, ms in sorted(runs)] for name, runs in events.items()}
+            events.append((event["start_host_time_ns"], event["duration_ns"], event["key"]))
+    return sorted(events)
+
+
+def runs_by_dispatch(events: list[tuple[int, int, str]]) -> dict[str, list[float]]:
+    """Each dispatch's run times (ms) among `events` (host_events'), in the order they started."""
+    runs: dict[str, list[float]] = {}
+    for _, duration, name in events:
+        runs.setdefault(name, []).append(duration * 1e-6)
+    return runs
+
+
+def parse_profile_events(text: str) -> dict[str, list[float]]:
+    return runs_by_dispatch(host_events(text))
+
+
+def call_spans(events: list[tuple[int, int, str]], per_call: int) -> list[float]:
+    """Each call's span (ms) among `events` (host_events', `per_call` runs a call, calls one
+    after another): its first dispatch's start to its last one's end. A call's time beyond its
+    span is the caller's side (the call issued, its wait; on a 2-core VM a speech encoder's
+    spans were 6.1 ms of 7.6-8.2 ms calls; perf sched had its workers runnable but waiting
+    1.3-2.9 ms on average for a core, and under SCHED_BATCH the calls took 6.2-6.3 ms)."""
+    return [(max(start + duration for start, duration, _ in call) - call[0][0]) * 1e-6
+            for call in (events[i:i + per_call]
+                         for i in range(0, len(events) - per_call + 1, per_call))]
 
 
 def parse_benchmark_json(text: str) -> tuple[Sample, dict[str, tuple[float, float]]]:

@@ -87,6 +87,9 @@ class ModelResult:
     # the tuned answer against IREE's data tiling where that was significantly faster, timed
     # beside it, and is shipped in its place (data_tiling_answer)
     replaced: stats.Estimate | None = None
+    # build -> a call's span, its first dispatch's start to its last one's end, median ms
+    # (timing.call_spans; only where device profiling timed it)
+    spans: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def answer(self) -> bool:
@@ -187,7 +190,9 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        model_times(outcome, benches), work(answer_roots, after),
                        uncalibrated(answer_roots, after),
                        f"{tuner.rewrite} ({tuner.s.paths.rewritten_source.name})"
-                       if tuner.rewrite else "", list(tuner.source_flags))
+                       if tuner.rewrite else "", list(tuner.source_flags),
+                       spans={name: float(np.median(bench.spans)) for name, bench in benches.items()
+                              if name in outcome and bench.spans})
 
 
 def runtimes(device: str, allowed: tuple[str, ...] | None = None) -> list[Runtime]:

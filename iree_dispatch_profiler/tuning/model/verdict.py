@@ -293,7 +293,8 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
                      f"below its dispatches' {summed:.3f} ms, timed in other processes)")
     else:
         lines.append(f"  the call beyond its dispatches {beyond:.4f} ms {beyond / call:.1%} (whole "
-                     f"call {call:.3f} ms, dispatches {summed:.3f} ms: the runtime's own work)")
+                     f"call {call:.3f} ms, dispatches {summed:.3f} ms: the runtime's own work)"
+                     + beyond_split(summed, result.spans.get(build), call))
     if floor:
         left = sorted({d["uncalibrated"] for d in dispatches if d["uncalibrated"]}
                       - set(floor["ceilings"]))
@@ -305,6 +306,19 @@ def time_goes_lines(dispatches: list[dict], result: ModelResult, ceiling: dict |
                      f"{floor['ms'] / call:.0%} of it"
                      + (f" (its {', '.join(left)} contractions not counted)" if left else ""))
     return lines
+
+
+def beyond_split(summed: float, span: float | None, call: float) -> str:
+    """Where the call beyond its dispatches goes, by its span (timing.call_spans): gaps between
+    its dispatches (barriers, workers woken), which fewer dispatches shorten, and the time
+    between calls (the call issued and waited for), which the way it runs changes (the
+    Runtime: lines); "" without a span, or with one longer than the call."""
+    if span is None or span > call:
+        return ""
+    gaps = (f"{span - summed:.4f} ms between its dispatches" if span >= summed
+            else f"its dispatches overlapping by {summed - span:.4f} ms")
+    return (f": {gaps}, {call - span:.4f} ms between calls (the call's span {span:.3f} ms, its "
+            "first dispatch's start to its last one's end)")
 
 
 def compute_floor(dispatches: list[dict], peaks: list[dict | None],
