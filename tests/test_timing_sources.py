@@ -61,7 +61,7 @@ def test_device_profiling_counts_every_run_of_a_repeated_build(small, tools):
     assert run(command, 120).ok
     read = run([str(tools.profile), "dispatch", "--format=jsonl", "--dispatch_events",
                 str(timer.vmfb.with_suffix(".ireeprof"))], 120)
-    assert [len(v) for v in timing.parse_profile_events(read.stdout).values()] == [3 * repeats]
+    assert [len(v) for v in timing.runs_by_dispatch(timing.host_events(read.stdout)).values()] == [3 * repeats]
 
 
 def test_sources_fall_back_where_they_cannot_time(small, tools, tmp_path):

@@ -241,10 +241,6 @@ def runs_by_dispatch(events: list[tuple[int, int, str]]) -> dict[str, list[float
     return runs
 
 
-def parse_profile_events(text: str) -> dict[str, list[float]]:
-    return runs_by_dispatch(host_events(text))
-
-
 def call_spans(events: list[tuple[int, int, str]], per_call: int) -> list[float]:
     """Each call's span (ms) among `events` (host_events', `per_call` runs a call, calls one
     after another): its first dispatch's start to its last one's end. A call's time beyond its
