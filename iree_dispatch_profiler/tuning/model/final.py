@@ -191,8 +191,7 @@ def measure_model(tuner: ModelTuner, entries: list[Entry], spec: Path | None, fl
                        uncalibrated(answer_roots, after),
                        f"{tuner.rewrite} ({tuner.s.paths.rewritten_source.name})"
                        if tuner.rewrite else "", list(tuner.source_flags),
-                       spans={name: float(np.median(bench.spans)) for name, bench in benches.items()
-                              if name in outcome and bench.spans})
+                       spans=model_spans(outcome, benches))
 
 
 def runtimes(device: str, allowed: tuple[str, ...] | None = None) -> list[Runtime]:
@@ -298,11 +297,23 @@ def uncalibrated(roots: dict, rows: list[dict]) -> dict[str, str]:
             if roots[dispatch].input_element != CEILING_ELEMENT}
 
 
+def timed_builds(outcome: dict[str, Outcome], benches: dict[str, Benchmark]) -> list[str]:
+    """The builds of BUILD_NAMES the final session timed."""
+    return [name for name in BUILD_NAMES
+            if name in outcome and not outcome[name].reason and benches[name].invocations]
+
+
 def model_times(outcome: dict[str, Outcome], benches: dict[str, Benchmark],
                 ) -> dict[str, tuple[stats.Estimate, float]]:
     return {name: (outcome[name].runtime, float(np.median(benches[name].invocations)))
-            for name in BUILD_NAMES
-            if name in outcome and not outcome[name].reason and benches[name].invocations}
+            for name in timed_builds(outcome, benches)}
+
+
+def model_spans(outcome: dict[str, Outcome], benches: dict[str, Benchmark]) -> dict[str, float]:
+    """build -> the median span of its calls (timing.call_spans), where device profiling
+    timed it."""
+    return {name: float(np.median(benches[name].spans)) for name in timed_builds(outcome, benches)
+            if benches[name].spans}
 
 
 BUILD_NAMES = {DEFAULT: "IREE default", "data_tiling": "IREE data tiling", "flags": "flags alone",
