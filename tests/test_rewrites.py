@@ -2190,17 +2190,20 @@ def test_an_ffn_packed_swapped_computes_numpys_values_features_major(tools, tmp_
 
 
 @pytest.mark.iree
-def test_packed_matmuls_pack_a_1d_convs_taps_from_its_input_in_place(tools, tmp_path):
+@pytest.mark.parametrize("swapped", [False, True])
+def test_packed_matmuls_pack_a_1d_convs_taps_from_its_input_in_place(tools, tmp_path, swapped):
     """conv1d_taps' matmul (batch 1: 48 filters by 3 taps of 16 channels, stride 2, dilation
     2, 49 positions: not whole column tiles) packed: its B is no copy of the taps' slices
-    packed again but one op reading the input, zero-padded past its end, into the tiles;
-    IREE runs it to numpy's conv. Reading the taps in reverse, it does not."""
+    packed again but one op reading the input, zero-padded past its end, into the tiles (the
+    N0-wide ones, or swapped, the M0-wide ones of the product's rows); IREE runs it to numpy's
+    conv. Reading the taps in reverse, it does not."""
     from iree_dispatch_profiler.core.library import DataType
     from iree_dispatch_profiler.iree import rewrites
     from iree_dispatch_profiler.ops import cpu_tiles
 
     cpu = host_cpu(tools)
-    _, n0, _ = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    m0, n0, _ = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    n0 = m0 if swapped else n0  # the positions' tile
     rng = np.random.default_rng(0)
     x, k = (rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 101), (48, 16, 3)))
     init = np.zeros((1, 48, 49), np.float32)
@@ -2208,7 +2211,7 @@ def test_packed_matmuls_pack_a_1d_convs_taps_from_its_input_in_place(tools, tmp_
                            k[:, :, t]) for t in range(3))
     text, _ = rewrites.conv1d_taps(conv1d(*(f"tensor<{'x'.join(map(str, a.shape))}xf32>"
                                             for a in (x, k, init)), 2, 2))
-    text, count = rewrites.packed_matmuls(text, cpu)
+    text, count = rewrites.packed_matmuls(text, cpu, swapped)
     read = f"-> (d2, d0 * {2 * n0} + d3 * 2 + d1 * 2)>"
     assert count == 1 and read in text
     # the A and the accumulator packed; the B read in place, from the input padded to the

@@ -2352,14 +2352,15 @@ def _packed(op, tile: tuple[int, int, int], swapped: bool = False) -> list:
                              [r1, k, m0, 1], [[0], [1], [2, 3]])
         return pack(value, [r1, k1], [m0, k0], [0, 1])
 
+    taps = None if transposed or k0 != 1 else _taps_packed(b, *((r1, m0) if swapped else (c1, n0)))
     if swapped:
-        packed_a = lhs(b) if transposed else pack(b, [r1, k1], [m0, k0], [1, 0], [1, 0])
+        packed_a = (lhs(b) if transposed else taps if taps is not None
+                    else pack(b, [r1, k1], [m0, k0], [1, 0], [1, 0]))
         matrix = _features_major(a)
         packed_b = (pack(a, [c1, k1], [n0, k0], [0, 1]) if matrix is None
                     else pack(matrix, [c1, k1], [n0, k0], [1, 0], [1, 0]))
     else:
         packed_a = lhs(a)
-        taps = None if transposed or k0 != 1 else _taps_packed(b, c1, n0)
         packed_b = (pack(b, [c1, k1], [n0, k0], [0, 1]) if transposed
                     else taps if taps is not None
                     else pack(b, [c1, k1], [n0, k0], [1, 0], [1, 0]))
