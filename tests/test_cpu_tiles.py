@@ -133,6 +133,17 @@ def test_data_tiled_tiles_use_iree_inner_tiles_and_rank_b_panels_in_l2_first():
     assert config.name == "data_tiling_512x16_16x16x1_ukernels"
 
 
+def test_avx512_packs_rows_8_at_a_time_where_12_would_pad_them_more():
+    """The M0 register_tile gives a matmul's rows: AVX-512's 12, or 8 where that pads them
+    less (12 on a tie); AVX2 and NEON keep theirs."""
+    def m0(rows: int) -> int:
+        return cpu_tiles.register_tile(AVX512, F32, F32, rows)[0]
+    assert [m0(rows) for rows in (128, 256, 64, 196, 1040)] == [8] * 5
+    assert [m0(rows) for rows in (384, 768, 48, 1028, 3000)] == [12] * 5
+    assert cpu_tiles.register_tile(AVX2, F32, F32, 128) == (6, 16, 1)
+    assert cpu_tiles.register_tile(NEON, F32, F32, 128) == (12, 8, 1)
+
+
 def test_packed_matmuls_take_a_wider_register_tile_and_carry_their_config_in_the_source():
     assert cpu_tiles.register_tile(AVX2, F32, F32) == (6, 16, 1)
     assert cpu_tiles.register_tile(AVX512, F32, F32) == (12, 32, 1)

@@ -575,7 +575,9 @@ def test_patch_matmuls_takes_whole_patch_convs_only():
     untouched = module(others)
     assert rewrites.patch_matmuls(untouched) == (untouched, 0)
     joined = rewrite_search.candidates(module([PATCH]), AVX512)
-    assert list(joined) == ["patch_matmuls", "patch_matmuls+packed_matmuls"]
+    # swapped, the 32 filters are the rows: four whole 8-row tiles
+    assert list(joined) == ["patch_matmuls", "patch_matmuls+packed_matmuls",
+                            "patch_matmuls+packed_matmuls_swapped"]
     assert "linalg.mmt4d" in joined["patch_matmuls+packed_matmuls"][1]
     assert rewrite_search.under("patch_matmuls+packed_matmuls") == [
         "data_tiling_early", "decompose_attention", "im2col_data_tiling"]
@@ -937,8 +939,9 @@ def test_the_rewritten_conv_is_vector_code_on_every_simd_family(tools, tmp_path,
     assert vector_multiplies["rewritten"] and not vector_multiplies["named"]
 
 
-# each SIMD family's CPU, and packed_matmuls's register tile (M0, N0) on it
-FAMILIES = {"haswell": (AVX2, (6, 16)), "skylake-avx512": (AVX512, (12, 32)),
+# each SIMD family's CPU, and packed_matmuls's register tile (M0, N0) on it for the 64, 128 and
+# 256 rows of these tests' matmuls (AVX-512's 12-row tile would pad them: it takes 8 rows)
+FAMILIES = {"haswell": (AVX2, (6, 16)), "skylake-avx512": (AVX512, (8, 32)),
             "neoverse-n1": (NEON, (12, 8))}
 
 
@@ -1960,8 +1963,8 @@ def test_kept_transposes_transposes_a_linears_weight_at_load_and_the_matmul_read
 def test_packed_matmuls_takes_static_f32_matmuls_of_whole_register_tiles():
     """A matmul (KxN, NxK; of a global's weight or of one passed in) or a batch matmul (of one
     batch, or of one B broadcast to every batch, its batches then rows of A; also a 4-D
-    broadcast collapsed, torch-mlir's Linear on a 4-D input) is packed into
-    the CPU's register tile (AVX-512 12x32, AVX2 6x16, NEON 12x8): A, B and the accumulator
+    broadcast collapsed, torch-mlir's Linear on a 4-D input) is packed into the CPU's register
+    tile (AVX-512 8x32 for these rows, AVX2 6x16, NEON 12x8): A, B and the accumulator
     packed, a linalg.mmt4d, the result unpacked. A batch matmul of a B per batch, one of too
     few rows for the tile (a decode step's), one of a reduction under SHALLOW_K, f16 ones, and
     any on a CPU without such a tile are left alone."""
@@ -2202,7 +2205,8 @@ def test_packed_matmuls_pack_a_1d_convs_taps_from_its_input_in_place(tools, tmp_
     from iree_dispatch_profiler.ops import cpu_tiles
 
     cpu = host_cpu(tools)
-    m0, n0, _ = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    # the product's rows: its 48 filters, or swapped, its 49 positions
+    m0, n0, _ = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32, 49 if swapped else 48)
     n0 = m0 if swapped else n0  # the positions' tile
     rng = np.random.default_rng(0)
     x, k = (rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 101), (48, 16, 3)))
@@ -2260,7 +2264,7 @@ def test_packed_matmuls_add_an_accumulator_other_than_zeros_after_the_unpack(too
     from iree_dispatch_profiler.ops import cpu_tiles
 
     cpu = host_cpu(tools)
-    tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32, 64)  # the second's rows
     if tile is None:
         pytest.skip(f"{cpu.summary} has no register tile of packed_matmuls")
     m0, n0, _ = tile
@@ -2302,7 +2306,7 @@ def test_packed_matmuls_pack_a_parameters_weight_once_at_load(tools, tmp_path):
     from iree_dispatch_profiler.ops import cpu_tiles
 
     cpu = host_cpu(tools)
-    tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
+    tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32, 64)
     if tile is None:
         pytest.skip(f"{cpu.summary} has no register tile of packed_matmuls")
     m0, n0, _ = tile

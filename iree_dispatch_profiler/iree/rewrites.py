@@ -77,7 +77,8 @@ of data tiling.
 The ninth depends on the CPU: packed_matmuls writes a matmul (a Linear layer's, also on a
 batch of sequences: a batch matmul of one B, its batches rows) as data tiling does, packs, a
 linalg.mmt4d and an unpack, but with the register tile of cpu_tiles.register_tile (AVX-512
-12x32, AVX2 6x16, NEON 12x8) where data tiling takes IREE's (AVX-512 16x16, whose microkernel
+12x32, or 8x32 where it pads the op's rows less; AVX2 6x16, NEON 12x8) where data tiling takes
+IREE's (AVX-512 16x16, whose microkernel
 loads 17 vectors for 16 FMAs: load-bound on two FMA units). IREE computes a weight's pack at
 load (a weight passed in as an argument: every call, as data tiling does); the activations'
 pack fuses with their producer. IREE's default lowers every f32 mmt4d to its microkernel, which
@@ -2216,11 +2217,22 @@ def _taps_packed(b, n1: int, n0: int):
                      [[0], [1], [2, 3]])
 
 
-def _packed_takes(tile: tuple[int, int, int], swapped: bool = False):
+def _packed_rows(op, swapped: bool = False) -> tuple[int, int]:
+    """The rows and columns of a matmul's register tiles (`swapped`: B's columns are the rows,
+    A's rows the columns), a batch matmul's batches rows of A."""
+    from iree.compiler import ir
+
+    shapes = [ir.RankedTensorType(v.type).shape for v in op.operands]
+    batches = shapes[0][0] if op.name == "linalg.batch_matmul" else 1
+    m, n = shapes[2][-2:]
+    return (n, batches * m) if swapped else (batches * m, n)
+
+
+def _packed_takes(tiles: Callable[[int], tuple[int, int, int]], swapped: bool = False):
     """A check of an op: a static f32 matmul, or batch matmul of one batch or of one B for
     every batch (its batches are then rows), in a layout of _MATMUL_MAPS, of at least
-    PACKED_MIN_ROW_TILES rows of `tile` (`swapped`: B's columns are the rows, A's rows the
-    columns), a whole column tile and a reduction of SHALLOW_K."""
+    PACKED_MIN_ROW_TILES rows of its tile (`tiles`: rows -> tile), a whole column tile and a
+    reduction of SHALLOW_K."""
     def check(op) -> bool:
 
         if op.name not in _MATMUL_MAPS or len(op.operands) != 3:
@@ -2233,8 +2245,8 @@ def _packed_takes(tile: tuple[int, int, int], swapped: bool = False):
             return False
         a_map, b_maps = _MATMUL_MAPS[op.name]
         maps = _map_results(op)
-        m, n = types[2].shape[-2:]
-        rows, columns = (n, batches * m) if swapped else (batches * m, n)
+        rows, columns = _packed_rows(op, swapped)
+        tile = tiles(rows)
         return (maps[0] == a_map and maps[1] in b_maps and not _shallow(op)
                 and rows >= PACKED_MIN_ROW_TILES * tile[0] and columns >= tile[1])
     return check
@@ -2393,10 +2405,14 @@ def _erase_unread(module) -> None:
 
 
 def packed_matmuls(text: str, cpu: CpuTarget, swapped: bool = False) -> tuple[str, int]:
-    tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32)
-    if tile is None:
+    if cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32) is None:
         return text, 0
-    return _rewrite(text, _packed_takes(tile, swapped), lambda op: _packed(op, tile, swapped),
+
+    def tiles(rows: int) -> tuple[int, int, int]:
+        return cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32, rows)  # type: ignore
+
+    return _rewrite(text, _packed_takes(tiles, swapped),
+                    lambda op: _packed(op, tiles(_packed_rows(op, swapped)[0]), swapped),
                     after=_erase_unread if swapped else None)
 
 

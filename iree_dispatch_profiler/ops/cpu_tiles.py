@@ -357,19 +357,25 @@ def mmt4d_inner_tile(cpu: CpuTarget, lhs: DataType, rhs: DataType) -> tuple[int,
     return (8, 8, 1) if cpu.arch == "aarch64" else None
 
 
-def register_tile(cpu: CpuTarget, lhs: DataType, rhs: DataType) -> tuple[int, int, int] | None:
+def register_tile(cpu: CpuTarget, lhs: DataType, rhs: DataType, rows: int | None = None
+                  ) -> tuple[int, int, int] | None:
     """A wider f32 register tile than IREE's, for a matmul that packs its own operands: BLIS's
     sgemm micro-kernel shapes, N0 in vectors and M0 broadcast. AVX2 6x16 (BLIS haswell 16x6):
     12 of the 16 ymm registers accumulate, and each k step loads 2 vectors and broadcasts 6 for
     12 FMAs, where IREE's 8x8x1 loads 9 for 8 (2048^3 on a 2-core Zen 3: 98-123 GFLOP/s against
     8x8x1 with ukernels' 69-88, packs included); AVX-512 12x32 (BLIS skx 32x12); aarch64 12x8
-    (BLIS armv8a 8x12). None where there is no such kernel (other types, no FMA)."""
+    (BLIS armv8a 8x12). None where there is no such kernel (other types, no FMA). Given the
+    `rows` the M0 tiles cover, AVX-512 takes 8x32 where it pads them less (128 tokens, 256 or
+    64 channels: 12 pads them 3-12%; 12 on a tie): its 16 accumulators still hide the FMAs'
+    latency, and 768x1024x1024 ran as fast either way (Zen 5, packs included); AVX2's 4x16
+    would leave 8."""
     if not (lhs is rhs is DataType.f32):
         return None
     features = cpu.enabled_features
     if cpu.arch == "x86_64":
         if "avx512f" in features:
-            return 12, 32, 1
+            m0 = 12 if rows is None else min((12, 8), key=lambda m0: -(-rows // m0) * m0)
+            return m0, 32, 1
         return (6, 16, 1) if {"avx", "fma"} <= set(features) else None
     return (12, 8, 1) if cpu.arch == "aarch64" else None
 
