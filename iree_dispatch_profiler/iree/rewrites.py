@@ -2497,9 +2497,10 @@ REWRITES = (
             # mmt4d (joined after it)
             under=("data_tiling_early",)),
     Rewrite("packed_matmuls", "matmuls (Linear layers) packed into a register tile wider "
-            "than IREE's data tiling takes, their mmt4d generated (AVX-512 12x32, where its "
-            "16x16 microkernel loads 17 vectors for 16 FMAs a step; AVX2 6x16; Neon 12x8); a "
-            "parameter's weight packed once, at load", packed_matmuls,
+            "than IREE's data tiling takes, their mmt4d generated (AVX-512 12x32, or 8x32 "
+            "where it pads the rows less, where its 16x16 microkernel loads 17 vectors for 16 "
+            "FMAs a step; AVX2 6x16; Neon 12x8); a parameter's weight packed once, at load",
+            packed_matmuls,
             # IREE's default lowers every f32 mmt4d to its microkernel, which takes other
             # tiles in scalar code (BERT layer: 620 ms a call)
             flags=(NO_UKERNELS,), targeted=True,
