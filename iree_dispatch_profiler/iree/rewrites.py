@@ -74,33 +74,32 @@ named matmul, and where one reduces fewer than SHALLOW_K elements (the first con
 samples: 1 channel x 10 taps), the others get IREE's data tiling hint and that one stays out
 of data tiling.
 
-The ninth depends on the CPU: packed_matmuls writes a matmul (a Linear layer's, also on a
-batch of sequences: a batch matmul of one B, its batches rows) as data tiling does, packs, a
+The ninth depends on the CPU: packed_matmuls writes a matmul (a Linear layer's, also on a batch
+of sequences: a batch matmul of one B, its batches rows) as data tiling does, packs, a
 linalg.mmt4d and an unpack, but with the register tile of cpu_tiles.register_tile (AVX-512
-12x32, or 8x32 where it pads the op's rows less; AVX2 6x16, NEON 12x8) where data tiling takes
-IREE's (AVX-512 16x16, whose microkernel
-loads 17 vectors for 16 FMAs: load-bound on two FMA units). IREE computes a weight's pack at
-load (a weight passed in as an argument: every call, as data tiling does); the activations'
-pack fuses with their producer. IREE's default lowers every f32 mmt4d to its microkernel, which
-runs other tiles as scalar code, so the rewritten model compiles with ukernels off
-(Rewrite.flags). A BERT layer on an Emerald Rapids, its four projections tuned inside the
-model: 258-303 GFLOP/s where the microkernel reached 202-225, the call 9.35 -> 7.88 ms under
-SCHED_BATCH (PyTorch eager 7.89). packed_matmuls_swapped, measured in its place, packs the
-same matmuls to compute C^T = W X^T, the weight's rows the tile's rows and the positions its
-columns, and writes the elementwise ops between two such products again over (features,
-positions) where each of their operands is per feature: the next pack then copies N0-wide
-rows where packed_matmuls' transposes each M0 x N0 tile, and a channels-first model's own
-transposes cancel the product's (a ConvNeXt block on a Zen 3: the dispatch of its GELU
-1.9-2.2 -> 0.9-1.2 ms, its last 1.0-1.2 -> 0.2-0.25). The tenth, patch_matmuls, writes a
-patch embedding's conv (stride = kernel) as the patches' rows times the filter's rows, a
-Linear's matmul, which packed_matmuls, applied after it, then packs too. A matmul into anything but zeros (a conv's
-bias broadcast) is packed from zeros and the accumulator added after the unpack: packed,
-IREE hoisted the pack of a parameter's broadcast bias into an initializer it vectorized whole
-(a 64x400 bias: one 4800-lane vector, 23 s of LLVM for a dilated-TCN block; 2.2 s after).
-pointwise_matmuls, before it too, writes a 1x1 NCHW conv of one image as the filter times the
-image's channels by positions (NCHW as it lies: reshapes, no transpose), which packed_matmuls
-then packs: ResNeXt's two 256 -> 256 1x1 convs over 28x28 on a Zen 3, 2.65 -> 1.88 ms, where
-IREE's im2col and data tiling ran its 8x8 microkernel.
+12x32, or 8x32 where that pads the op's rows less; AVX2 6x16, NEON 12x8) where data tiling
+takes IREE's (AVX-512 16x16, whose microkernel loads 17 vectors for 16 FMAs: load-bound on two
+FMA units). IREE computes a weight's pack at load (a weight passed in as an argument: every
+call, as data tiling does); the activations' pack fuses with their producer. IREE's default
+lowers every f32 mmt4d to its microkernel, which runs other tiles as scalar code, so the
+rewritten model compiles with ukernels off (Rewrite.flags). A BERT layer on an Emerald Rapids,
+its four projections tuned inside the model: 258-303 GFLOP/s where the microkernel reached
+202-225, the call 9.35 -> 7.88 ms under SCHED_BATCH (PyTorch eager 7.89).
+packed_matmuls_swapped, measured in its place, packs the same matmuls to compute C^T = W X^T,
+the weight's rows the tile's rows and the positions its columns, and writes the elementwise ops
+between two such products again over (features, positions) where each of their operands is per
+feature: the next pack then copies N0-wide rows where packed_matmuls' transposes each M0 x N0
+tile, and a channels-first model's own transposes cancel the product's (a ConvNeXt block on a
+Zen 3: the dispatch of its GELU 1.9-2.2 -> 0.9-1.2 ms, its last 1.0-1.2 -> 0.2-0.25). The
+tenth, patch_matmuls, writes a patch embedding's conv (stride = kernel) as the patches' rows
+times the filter's rows, a Linear's matmul, which packed_matmuls, applied after it, then packs
+too. A matmul into anything but zeros (a conv's bias broadcast) is packed from zeros and the
+accumulator added after the unpack: packed, IREE hoisted the pack of a parameter's broadcast
+bias into an initializer it vectorized whole (a 64x400 bias: one 4800-lane vector, 23 s of LLVM
+for a dilated-TCN block; 2.2 s after). pointwise_matmuls, before it too, writes a 1x1 NCHW conv
+of one image as the filter times the image's channels by positions (NCHW as it lies: reshapes,
+no transpose), which packed_matmuls then packs: ResNeXt's two 256 -> 256 1x1 convs over 28x28
+on a Zen 3, 2.65 -> 1.88 ms, where IREE's im2col and data tiling ran its 8x8 microkernel.
 
 The eleventh, conv3d_im2col, takes PyTorch's Conv3d (video, volumes), which IREE runs as
 scalar code and whose im2col flag takes 2-D convolutions only: its taps' slices joined and one
@@ -2409,7 +2408,9 @@ def packed_matmuls(text: str, cpu: CpuTarget, swapped: bool = False) -> tuple[st
         return text, 0
 
     def tiles(rows: int) -> tuple[int, int, int]:
-        return cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32, rows)  # type: ignore
+        tile = cpu_tiles.register_tile(cpu, DataType.f32, DataType.f32, rows)
+        assert tile is not None  # the CPU has one (above), whatever the rows
+        return tile
 
     return _rewrite(text, _packed_takes(tiles, swapped),
                     lambda op: _packed(op, tiles(_packed_rows(op, swapped)[0]), swapped),
@@ -2498,7 +2499,7 @@ REWRITES = (
             under=("data_tiling_early",)),
     Rewrite("packed_matmuls", "matmuls (Linear layers) packed into a register tile wider "
             "than IREE's data tiling takes, their mmt4d generated (AVX-512 12x32, or 8x32 "
-            "where it pads the rows less, where its 16x16 microkernel loads 17 vectors for 16 "
+            "where that pads the rows less: IREE's 16x16 microkernel loads 17 vectors for 16 "
             "FMAs a step; AVX2 6x16; Neon 12x8); a parameter's weight packed once, at load",
             packed_matmuls,
             # IREE's default lowers every f32 mmt4d to its microkernel, which takes other
