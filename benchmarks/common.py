@@ -110,7 +110,7 @@ def compile_and_profile(work: Path, repetitions: int) -> tuple[pd.DataFrame, flo
 def _families(configurations: pd.Index) -> dict[str, pd.Series]:
     """Which configurations each table column takes its best from."""
     names = configurations.to_series()
-    cached = names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+")
+    cached = names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+(_peel)?")
     return {"tiles": names.str.startswith("tile_config_") & ~cached, "cache": cached,
             "dt-tiles": names.str.startswith("data_tiling_"),
             "packed": names.str.startswith("packed_"), "inner": names == "default_inner_tiled",

@@ -1,12 +1,16 @@
-"""bench_model.py's summary names the models short of issue 30's goals, by their medians."""
+"""bench_model.py's summary names the models short of issue 30's goals, by their medians;
+bench_matmul.py's table puts each configuration in its family's column."""
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+import pandas as pd
 
 from iree_dispatch_profiler.core.stats import Estimate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench_model  # noqa: E402
+import common  # noqa: E402
 
 
 def ratio(median: float) -> Estimate:
@@ -31,3 +35,14 @@ def test_a_model_short_of_either_goal_is_named_and_one_past_both_is_not():
     failed = {"IREE default": SimpleNamespace(runtime=None, reason="compile-failed")}
     assert bench_model.goals_missed("m", None, ratio(1.0), failed, floor) == []
     assert bench_model.goals_missed("m", None, ratio(1.0), default, None) == []
+
+
+def test_peeled_tiles_stay_in_their_family_column():
+    names = pd.Index(["tile_config_128x128_8x32x16_peel", "tile_config_256x256_64x64x64_8x32x1_peel",
+                      "tile_config_256x256_64x64x64_8x32x1", "tile_config_128x128_8x16x16",
+                      "data_tiling_256x16_16x16x1", "default"])
+    families = {column: list(names[picked.to_numpy()]) for column, picked in common._families(names).items()}
+    assert families["tiles"] == ["tile_config_128x128_8x32x16_peel", "tile_config_128x128_8x16x16"]
+    assert families["cache"] == ["tile_config_256x256_64x64x64_8x32x1_peel",
+                                 "tile_config_256x256_64x64x64_8x32x1"]
+    assert families["dt-tiles"] == ["data_tiling_256x16_16x16x1"]

@@ -64,6 +64,25 @@ def test_every_matmul_kind_and_type_gets_at_least_8_legal_configs(cpu, shape):
             assert tile.dm % tile.vm == 0 and tile.dn % tile.vn == 0
 
 
+@pytest.mark.parametrize("cpu", CPUS.values(), ids=CPUS.keys())
+def test_tiles_that_leave_a_remainder_are_peeled(cpu):
+    """1760 rows are no multiple of 64, 128 or 256, nor K = 1000 of a 16-deep K step: those tiles
+    run peeled (unpeeled, every tile runs masked); tiles that divide every loop stay as they are."""
+    shapes = {(1760, 128, 1760): True, (3000, 4096, 2048): True, (512, 512, 1000): True,
+              (1024, 1024, 1024): False}
+    for shape, remainders in shapes.items():
+        tiles = cpu_tiles.matmul_tiles(cpu, *shape, F32, F32)
+        m, n, k = shape
+        peeled = [t for t in tiles if m % t.dm or n % t.dn or k % (t.ck or t.vk)]
+        assert bool(peeled) == remainders, shape
+        assert all(t.peel == (t in peeled) for t in tiles), shape
+        for t in tiles:
+            config = matmul.cpu_configuration(cpu, t, F32)
+            assert config.name.endswith("_peel") == t.peel
+            assert config.translation_info.endswith(
+                "DoubleTilingExpert>, {enable_loop_peeling}>" if t.peel else "DoubleTilingExpert>>")
+
+
 def test_small_dimensions_get_no_tile_configs():
     assert cpu_tiles.matmul_tiles(AVX2, 1, 256, 256, F32, F32) == []
     assert cpu_tiles.matmul_tiles(AVX2, 256, 256, 63, F32, F32) == []

@@ -41,7 +41,7 @@ def test_cache_and_data_tiled_configs_verify_and_apply(large_sweep):
     assert profiled.returncode == 0, profiled.stdout[-3000:]
     assert (data["Verification"] == "SUCCESS").all() and (data["Runtime(ms)"] > 0).all()
     names = data["Configuration"]
-    cached = data[names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+")]
+    cached = data[names.str.fullmatch(r"tile_config_\d+x\d+_\d+x\d+x\d+_\d+x\d+x\d+(_peel)?")]
     data_tiled = data[names.str.startswith("data_tiling_")]
     assert len(cached) == cpu_tiles.CACHE_TILED
     assert data_tiled["Configuration"].str.endswith("_ukernels").sum() == len(data_tiled) / 2 > 0

@@ -132,6 +132,12 @@ def test_a_large_contraction_gets_the_generators_cache_blocked_tiles(cpu):
     assert not any(p.cache_k for p in tuning_space.build(MATMUL, cpu, {}, {}).tiles)  # 500x384x256
     only = tuning_space.build(LARGE, cpu, {"cache_k": [cached[0].cache_k]}, {}).tiles
     assert only and all(p.cache_k == cached[0].cache_k for p in only)
+    assert not any(p.peel for p in cached)  # 4096 is a multiple of every tile
+    # 3000 rows are no multiple of 128 or 256: each cache-blocked point runs peeled
+    uneven = dataclasses.replace(LARGE, loops=(3000, 4096, 2048), operand_types=(
+        "tensor<3000x2048xf32>", "tensor<2048x4096xf32>", "tensor<3000x4096xf32>"))
+    cached = [p for p in tuning_space.build(uneven, cpu, {}, {}).tiles if p.cache_k]
+    assert cached and all(p.peel and p.name.endswith("_peel") for p in cached)
 
 
 @pytest.mark.parametrize("cpu", [AVX2, AVX512, NEON], ids=lambda c: c.name)

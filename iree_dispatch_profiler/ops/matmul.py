@@ -298,7 +298,8 @@ def cpu_configuration(cpu: CpuTarget, tile: cpu_tiles.MatmulTile, accumulator: D
                  "cache_reduction": tile_list(batch, [0, 0, tile.ck], 0)}
     return cpu_tiles.configuration(tile.name, tile_list(batch, [tile.dm, tile.dn, 0], 1),
                                    tile_list(batch, [tile.vm, tile.vn, 0], 1),
-                                   tile_list(batch, [0, 0, tile.vk], 0), "DoubleTilingExpert", **cache)
+                                   tile_list(batch, [0, 0, tile.vk], 0), "DoubleTilingExpert",
+                                   tile.peel, **cache)
 
 
 # ---------------------------------------------------------------------------------------------

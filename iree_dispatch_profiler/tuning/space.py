@@ -73,7 +73,7 @@ class Point:
             return self.mmt4d_tile.name(self.data_tiling == DATA_TILED_UKERNELS)
         return cpu_tiles.tile_config_name(self.tile_m, self.tile_n, self.vector_m, self.vector_n,
                                           self.tile_k, self.cache_m, self.cache_n,
-                                          self.cache_k) + ("_peel" if self.peel else "")
+                                          self.cache_k, bool(self.peel))
 
     @property
     def mmt4d_tile(self) -> cpu_tiles.Mmt4dTile:
@@ -196,9 +196,11 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
 
 def _cache_points(cpu: CpuTarget, rows: int, cols: int, red: int, input_type: DataType,
                   accumulator: DataType) -> list[Point]:
-    """The generator's cache-blocked tiles of a large contraction, as points."""
-    return [Point(t.dm, t.dn, t.vk, t.vm, t.vn, 0, t.cm, t.cn, t.ck)
-            for t in cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=None)]
+    """The generator's cache-blocked tiles of a large contraction, as points (peeled as the
+    generator peels them)."""
+    tiles = cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=None)
+    return [Point(t.dm, t.dn, t.vk, t.vm, t.vn, int(t.peel), t.cm, t.cn, t.ck)
+            for t in cpu_tiles.peeled(tiles, rows, cols, red)]
 
 
 def is_plain_matmul(op: TunableOp) -> bool:
