@@ -175,12 +175,18 @@ def matmul_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataType,
     distribution = matmul_distribution_tiles(cpu, m, n, k, input_type.bytes, accumulator, smallest_vm)
     chosen = _select((distribution, vector), lambda d, v: d[0] % v[0] == 0 and d[1] % v[1] == 0,
                      count - len(cached))
-    return peeled(cached + [MatmulTile(*d, *v) for d, v in chosen], m, n, k)
+    return cached + peeled([MatmulTile(*d, *v) for d, v in chosen], m, n, k)
+
+
+def leaves_remainder(m: int, n: int, k: int, dm: int, dn: int, dk: int) -> bool:
+    """Whether tiles dm x dn x dk leave part of an M x N x K loop nest: where IREE's loop peeling
+    is worth having."""
+    return bool(m % dm or n % dn or k % dk)
 
 
 def peeled(tiles: list[MatmulTile], m: int, n: int, k: int) -> list[MatmulTile]:
     """`tiles`, each with IREE's loop peeling where it leaves a remainder of M, N or K."""
-    return [replace(t, peel=bool(m % t.dm or n % t.dn or k % (t.ck or t.vk))) for t in tiles]
+    return [replace(t, peel=leaves_remainder(m, n, k, t.dm, t.dn, t.ck or t.vk)) for t in tiles]
 
 
 # Cache levels (DoubleTilingExpert's cache_parallel and cache_reduction): inside a distribution
@@ -203,10 +209,11 @@ CACHE_VECTOR_SHAPES = ((4, 4), (8, 2), (4, 2))
 
 def matmul_cache_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataType,
                        accumulator: DataType, count: int | None) -> list[MatmulTile]:
-    """Up to `count` (None: all) cache-blocked tiles, best-ranked first. A block's C is one vector when the
-    accumulator's fill is vectorized at the block's size, so it must pass the vector-size rule
-    (measured: 64x256 f32 fails on AVX-512, 64x64 compiles); the distribution tile's whole-K
-    panels of A and B should fit the core's share of L3."""
+    """Up to `count` (None: all) cache-blocked tiles, best-ranked first, peeled where they leave a
+    remainder (`peeled`). A block's C is one vector when the accumulator's fill is vectorized at
+    the block's size, so it must pass the vector-size rule (measured: 64x256 f32 fails on
+    AVX-512, 64x64 compiles); the distribution tile's whole-K panels of A and B should fit the
+    core's share of L3."""
     width = lanes(cpu, accumulator)
     vectors = [(rows, units * width, 1) for rows, units in CACHE_VECTOR_SHAPES
                if rows * units <= vector_registers(cpu) and rows <= m and units * width <= n]
@@ -232,7 +239,8 @@ def matmul_cache_tiles(cpu: CpuTarget, m: int, n: int, k: int, input_type: DataT
         return not (t.dm % t.cm or t.dn % t.cn or t.cm % t.vm or t.cn % t.vn) and t.vk <= t.ck < k
 
     ranked = _select((distributions, CACHE_SLICE_FRACTIONS, blocks, vectors), compatible)
-    return list(dict.fromkeys(tile(*choice) for choice in ranked))[:count]  # tiny L2s repeat a slice
+    tiles = list(dict.fromkeys(tile(*choice) for choice in ranked))[:count]  # tiny L2s repeat a slice
+    return peeled(tiles, m, n, k)
 
 
 # ---------------------------------------------------------------------------------------------

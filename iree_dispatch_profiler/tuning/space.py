@@ -178,7 +178,7 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
     peel = lists.get("peel", list(kind.peel))
     points = []
     for dm, dn, vk, (vm, vn), pl in itertools.product(tile_m, tile_n, tile_k, pairs, peel):
-        if pl and 0 in peel and not (rows % dm or cols % dn or red % vk):
+        if pl and 0 in peel and not cpu_tiles.leaves_remainder(rows, cols, red, dm, dn, vk):
             continue  # peeling is a no-op where every tile divides its loop
         if (dm % vm == 0 and dn % vn == 0 and vm <= pow2_ceil(rows) and vn <= pow2_ceil(cols)
                 and vk <= red and kind.legal(cpu, op, vm, vn, vk, accumulator)):
@@ -196,11 +196,10 @@ def build(op: TunableOp, cpu: CpuTarget, lists: dict[str, list], flag_points: di
 
 def _cache_points(cpu: CpuTarget, rows: int, cols: int, red: int, input_type: DataType,
                   accumulator: DataType) -> list[Point]:
-    """The generator's cache-blocked tiles of a large contraction, as points (peeled as the
-    generator peels them)."""
-    tiles = cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=None)
+    """The generator's cache-blocked tiles of a large contraction (peeled where they leave a
+    remainder), as points."""
     return [Point(t.dm, t.dn, t.vk, t.vm, t.vn, int(t.peel), t.cm, t.cn, t.ck)
-            for t in cpu_tiles.peeled(tiles, rows, cols, red)]
+            for t in cpu_tiles.matmul_cache_tiles(cpu, rows, cols, red, input_type, accumulator, count=None)]
 
 
 def is_plain_matmul(op: TunableOp) -> bool:
