@@ -456,13 +456,16 @@ def test_flag_sets_are_measured_recorded_and_a_rejected_one_is_a_row(tmp_path):
     assert (record["chosen"] == "yes").sum() <= 1
     chosen = record[record["chosen"] == "yes"]
     best = tmp_path / "mlp_best_flags.txt"
-    if len(chosen):  # chosen only when its interval clears IREE's default
-        # shipped: the set, or IREE's data tiling + ukernels where that was significantly
-        # faster than the answer in the final session (final.data_tiling_answer)
-        assert low > 1 and best.read_text().strip() in ("--iree-opt-data-tiling",
-                                                        module_flags.DATA_TILING)
-    else:
-        assert not best.exists()
+    assert low > 1 or not len(chosen)  # chosen only when its interval clears IREE's default
+    shipped = best.read_text().strip() if best.exists() else None
+    # shipped: the chosen set, or IREE's data tiling + ukernels where that was significantly
+    # faster than the answer in the final session (final.data_tiling_answer)
+    assert shipped in (module_flags.DATA_TILING, None, *chosen["flags"])
+    if len(chosen) and shipped is None:
+        # after a data tiling set, IREE's default flags (with a spec of their own targets) can
+        # win the compound round (model.compound); or the answer, timed in the final session,
+        # was slower than IREE's default or its outputs disagreed
+        assert "Flags no_flags adopted" in result.stdout or "not shipped" in result.stdout
     again = run_script(*args)
     assert again.returncode == 0 and f"Flag sets from {tmp_path / 'mlp_flags.csv'}" in again.stdout
 

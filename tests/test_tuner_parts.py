@@ -1139,6 +1139,45 @@ def test_an_answer_slower_than_iree_data_tiling_is_replaced_by_it():
     assert verdict.model_line(behind).startswith("Model: slower by")
 
 
+def test_an_answer_slower_than_iree_default_in_the_final_session_is_not_shipped(tmp_path):
+    """A tuned answer significantly slower than IREE's default in the final session (a data
+    tiling set on a loaded machine: 1.05x faster in the flag search, 1.33x slower there) is
+    behind it: nothing is shipped, its spec is kept under the rejected name, and the Model and
+    Answer lines say so; a tie or a win is shipped."""
+    from types import SimpleNamespace
+
+    from iree_dispatch_profiler.core.stats import Estimate
+    from iree_dispatch_profiler.tuning import flags as module_flags
+    from iree_dispatch_profiler.tuning.model import final, verdict
+    from iree_dispatch_profiler.tuning.model.final import ModelResult
+    from iree_dispatch_profiler.tuning.paths import TuningPaths
+
+    paths = TuningPaths(tmp_path / "m.csv")
+
+    def result(speedup):
+        paths.tuning_spec.write_text("spec\n")
+        return ModelResult(paths.tuning_spec, module_flags.CURATED[1], [], None, speedup, None,
+                           None, None, {}, {}, {})
+    assert not result(Estimate(0.99, 0.96, 1.01, 0.01, 20)).behind_default  # a tie
+    assert not result(Estimate(1.05, 1.03, 1.08, 0.01, 20)).behind_default
+    assert not result(None).behind_default
+    behind = result(Estimate(0.75, 0.74, 0.76, 0.01, 20))
+    assert behind.behind_default
+    paths.work.mkdir()
+    paths.answer_build.write_bytes(b"vmfb")
+    tuner = SimpleNamespace(s=SimpleNamespace(paths=paths, input=tmp_path / "rewritten.mlir"),
+                            model=tmp_path / "m.mlir")
+    dropped = final.default_answer(tuner, behind)
+    assert not dropped.answer and not dropped.behind_default
+    assert not paths.answer_build.exists() and not paths.tuning_spec.exists()
+    assert paths.rejected_spec.read_text() == "spec\n" and tuner.s.input == tuner.model
+    assert verdict.model_line(dropped) == (
+        "Model: IREE's default, which the tuned answer was slower by 1.33x [1.32, 1.35] than in "
+        "the final session: the tuned answer is not shipped")
+    assert verdict.answer_line(dropped, paths.compile_script) == "Answer: IREE's default"
+    assert verdict.model_line(behind).startswith("Model: slower by")
+
+
 def test_a_models_search_gets_what_is_left_of_its_ten_minutes():
     """The default round of search is cut to what the model's 10 minutes leave after the phases
     run and those to come, never below a floor; --time-budget is taken as given."""

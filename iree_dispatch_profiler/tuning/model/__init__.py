@@ -110,6 +110,10 @@ def tune(tuner: ModelTuner, cpu: CpuTarget) -> int:
         results += more
     if result.answer and result.outputs_ok and result.behind_data_tiling:
         result, in_spec = final.data_tiling_answer(tuner, result), set()
+    # --base-flags are the user's to ship, not the tuner's choice (a spec under them is held
+    # against them alone: final.slower_with_spec)
+    if result.answer and result.outputs_ok and s.base_flags is None and result.behind_default:
+        result, in_spec = final.default_answer(tuner, result), set()
     status = verdict.conclude(tuner, rows, result, in_spec, {r.op.index: len(r.rows) for r in results})
     stored.remember(tuner, result, in_spec, all(r.complete for r in results))
     if result.spec is not None and result.speedup is not None and result.outputs_ok:

@@ -90,6 +90,9 @@ class ModelResult:
     # build -> a call's span, its first dispatch's start to its last one's end, median ms
     # (timing.call_spans; only where device profiling timed it)
     spans: dict[str, float] = dataclasses.field(default_factory=dict)
+    # the tuned answer against IREE's default where it was significantly slower in the final
+    # session, and so not shipped (default_answer)
+    dropped: stats.Estimate | None = None
 
     @property
     def answer(self) -> bool:
@@ -97,9 +100,11 @@ class ModelResult:
 
     @property
     def behind_data_tiling(self) -> bool:
-        found = self.over_data_tiling
-        return (found is not None and stats.significant(found, stats.MIN_EFFECT)
-                and found.median < 1)
+        return slower(self.over_data_tiling)
+
+    @property
+    def behind_default(self) -> bool:
+        return slower(self.speedup)
 
     @property
     def outputs_ok(self) -> bool:
@@ -267,6 +272,26 @@ def data_tiling_answer(tuner: ModelTuner, result: ModelResult) -> ModelResult:
                                replaced=result.over_data_tiling)
 
 
+def default_answer(tuner: ModelTuner, result: ModelResult) -> ModelResult:
+    """IREE's default in place of a tuned answer significantly slower than it in the final
+    session: nothing is shipped. The searches that chose the answer timed it in shorter
+    sessions (on a loaded machine a data tiling set 1.05x faster in the flag search was 1.33x
+    slower in the final one). The spec is kept under the rejected name."""
+    tuner.s.paths.answer_build.unlink(missing_ok=True)
+    if result.spec is not None:
+        result.spec.replace(tuner.s.paths.rejected_spec)
+    tuner.s.input = tuner.model
+    return dataclasses.replace(result, spec=None, flags=None, problems=[], speedup=None,
+                               over_data_tiling=None, over_flags=None, source="",
+                               source_flags=[], dropped=result.speedup)
+
+
+def slower(found: stats.Estimate | None) -> bool:
+    """Whether a speedup says significantly slower."""
+    return (found is not None and bool(found.n) and stats.significant(found, stats.MIN_EFFECT)
+            and found.median < 1)
+
+
 def answer_agreement(tuner: ModelTuner, build: Build) -> Agreement:
     """The answer's outputs against IREE's default's on the inputs the tuner used."""
     status, reason, check = tuner.verify(build, tuner.function)
@@ -354,9 +379,7 @@ def slower_with_spec(result: ModelResult) -> bool:
     """Whether the whole model is significantly slower with the spec than without it: each
     target's dispatches may still be faster (an encoder block: 0.91x [0.89, 0.93] against its
     flags alone, its two entries 1.18x and 1.11x on their own dispatches)."""
-    part = spec_part(result)
-    return (result.spec is not None and part is not None
-            and stats.significant(part, stats.MIN_EFFECT) and part.median < 1)
+    return result.spec is not None and slower(spec_part(result))
 
 
 def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
@@ -369,9 +392,7 @@ def settle(tuner: ModelTuner, configs: dict, by_number: dict[int, TuningTarget],
         result = measure_model(tuner, entries, spec, flags, default_roots, by_number,
                                s.confirm_seconds)
         # A winner measured alone can lose beside the others: drop it and measure again.
-        losers = [n for n in configs if n in result.per_target
-                  and stats.significant(result.per_target[n], stats.MIN_EFFECT)
-                  and result.per_target[n].median < 1]
+        losers = [n for n in configs if slower(result.per_target.get(n))]
         if not losers:
             if not slower_with_spec(result):
                 return result, set(configs)

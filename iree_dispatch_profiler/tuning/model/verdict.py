@@ -33,6 +33,10 @@ def times_line(result: ModelResult) -> str:
 def model_line(result: ModelResult) -> str:
     """`Model: faster by 2.10x [1.95, 2.24] than IREE data tiling, the better of IREE's default
     and its data tiling`; `slower by ...`, or no significant difference."""
+    if result.dropped is not None:
+        return (f"Model: IREE's default, which the tuned answer was "
+                f"{stats.direction(result.dropped)} than in the final session: the tuned answer "
+                "is not shipped")
     if not result.answer:
         return "Model: unchanged (no rewrite, flags or spec beat IREE's default)"
     if not result.outputs_ok:
