@@ -1142,13 +1142,13 @@ def test_an_answer_slower_than_iree_data_tiling_is_replaced_by_it():
 def test_an_answer_slower_than_iree_default_in_the_final_session_is_not_shipped(tmp_path):
     """A tuned answer significantly slower than IREE's default in the final session (a data
     tiling set on a loaded machine: 1.05x faster in the flag search, 1.33x slower there) is
-    behind it: nothing is shipped, its spec is kept under the rejected name, and the Model and
-    Answer lines say so; a tie or a win is shipped."""
+    behind it: nothing is shipped or stored, its spec is kept under the rejected name, and the
+    Model and Answer lines say so; a tie or a win is shipped."""
     from types import SimpleNamespace
 
     from iree_dispatch_profiler.core.stats import Estimate
     from iree_dispatch_profiler.tuning import flags as module_flags
-    from iree_dispatch_profiler.tuning.model import final, verdict
+    from iree_dispatch_profiler.tuning.model import final, stored, verdict
     from iree_dispatch_profiler.tuning.model.final import ModelResult
     from iree_dispatch_profiler.tuning.paths import TuningPaths
 
@@ -1175,6 +1175,9 @@ def test_an_answer_slower_than_iree_default_in_the_final_session_is_not_shipped(
         "Model: IREE's default, which the tuned answer was slower by 1.33x [1.32, 1.35] than in "
         "the final session: the tuned answer is not shipped")
     assert verdict.answer_line(dropped, paths.compile_script) == "Answer: IREE's default"
+    # not stored as the model's answer: sessions that disagree are searched again on a rerun
+    stored.remember(SimpleNamespace(remember=lambda *a: pytest.fail("remembered")), dropped,
+                    set(), True)
     assert verdict.model_line(behind).startswith("Model: slower by")
 
 

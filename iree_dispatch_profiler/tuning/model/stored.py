@@ -39,8 +39,9 @@ def question(tuner: ModelTuner) -> dict:
 
 def remember(tuner: ModelTuner, result: ModelResult, targets: set[int], complete: bool) -> None:
     """The answer of a finished tuning, when it applies as intended and agrees (IREE's default
-    too: no flags or spec beat it)."""
-    if result.problems or not result.outputs_ok:
+    too: no flags or spec beat it; but not in place of an answer the final session found
+    slower, final.default_answer: sessions that disagree are searched again)."""
+    if result.problems or not result.outputs_ok or result.dropped is not None:
         return
     spec = result.spec.read_text() if result.spec is not None else None
     flags = result.flags
