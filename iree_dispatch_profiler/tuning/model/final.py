@@ -263,13 +263,8 @@ def data_tiling_answer(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     attention layer). The spec is kept under the rejected name."""
     tiling = tuner.data_tiling_build()
     shutil.copyfile(tiling.vmfb, tuner.s.paths.answer_build)
-    if result.spec is not None:
-        result.spec.replace(tuner.s.paths.rejected_spec)
-    tuner.s.input = tuner.model
-    return dataclasses.replace(result, spec=None, flags=module_flags.DATA_TILING_SET, problems=[],
-                               speedup=result.data_tiling, over_data_tiling=None,
-                               over_flags=None, source="", source_flags=[],
-                               replaced=result.over_data_tiling)
+    return set_aside(tuner, result, module_flags.DATA_TILING_SET, result.data_tiling,
+                     replaced=result.over_data_tiling)
 
 
 def default_answer(tuner: ModelTuner, result: ModelResult) -> ModelResult:
@@ -278,12 +273,20 @@ def default_answer(tuner: ModelTuner, result: ModelResult) -> ModelResult:
     sessions (on a loaded machine a data tiling set 1.05x faster in the flag search was 1.33x
     slower in the final one). The spec is kept under the rejected name."""
     tuner.s.paths.answer_build.unlink(missing_ok=True)
+    return set_aside(tuner, result, None, None, dropped=result.speedup)
+
+
+def set_aside(tuner: ModelTuner, result: ModelResult, flags: FlagSet | None,
+              speedup: stats.Estimate | None, **why: stats.Estimate | None) -> ModelResult:
+    """The result with the tuned answer set aside for IREE's `flags` (None: its default) on
+    the model's own source, at `speedup`; the spec kept under the rejected name; `why`: the
+    field with what the tuned answer measured (replaced, dropped)."""
     if result.spec is not None:
         result.spec.replace(tuner.s.paths.rejected_spec)
     tuner.s.input = tuner.model
-    return dataclasses.replace(result, spec=None, flags=None, problems=[], speedup=None,
+    return dataclasses.replace(result, spec=None, flags=flags, problems=[], speedup=speedup,
                                over_data_tiling=None, over_flags=None, source="",
-                               source_flags=[], dropped=result.speedup)
+                               source_flags=[], **why)
 
 
 def slower(found: stats.Estimate | None) -> bool:
